@@ -1,0 +1,138 @@
+"""Scaled dot-product attention, multi-head attention and the key/value cache.
+
+Vaswani et al. 2017 §3.2; Phuong & Hutter 2022, Algorithms 3-5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V, written out (Vaswani et al. 2017 eq. 1; Alg. 3).
+
+    The slow, explicit path: used when attention weights are requested, and as the reference
+    that the fused path is tested against. ``mask`` is bool, True = may attend.
+    Returns the output (B, H, T, Dh) and the weights (B, H, T, S).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (B, H, T, S)
+    if dropout > 0.0:
+        weights = F.dropout(weights, p=dropout)
+    return weights @ v, weights  # (B, H, T, Dh), (B, H, T, S)
+
+
+class KVCache:
+    """Keys and values of one attention block kept across decoding steps.
+
+    Self-attention appends the new step's keys and values (storage grows by doubling, so a
+    step costs no reallocation in the common case); cross-attention stores the projections of
+    the encoder memory once (``static``). ``reorder`` follows beams as they are re-ranked.
+    """
+
+    def __init__(self, static: bool = False) -> None:
+        self.static = static
+        self.k: Tensor | None = None  # (B, H, capacity, Dh)
+        self.v: Tensor | None = None
+        self.length = 0
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``k``, ``v`` (B, H, t, Dh); return all keys and values so far (B, H, L, Dh)."""
+        if self.static:
+            self.k, self.v, self.length = k, v, k.size(2)
+            return k, v
+        new = self.length + k.size(2)
+        if self.k is None or new > self.k.size(2):
+            capacity = max(new, 2 * (self.k.size(2) if self.k is not None else 16))
+            shape = (k.size(0), k.size(1), capacity, k.size(3))
+            grown_k, grown_v = k.new_empty(shape), v.new_empty(shape)
+            if self.k is not None:
+                grown_k[:, :, : self.length] = self.k[:, :, : self.length]
+                grown_v[:, :, : self.length] = self.v[:, :, : self.length]
+            self.k, self.v = grown_k, grown_v
+        self.k[:, :, self.length : new] = k
+        self.v[:, :, self.length : new] = v
+        self.length = new
+        return self.k[:, :, :new], self.v[:, :, :new]
+
+    @property
+    def filled(self) -> bool:
+        return self.k is not None
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows ``index`` (B',) of the cache, e.g. the surviving beams."""
+        if self.k is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017 §3.2.2; Phuong & Hutter 2022, Algorithm 5).
+
+    One fused projection ``in_proj`` holds W_Q, W_K, W_V stacked (3D, D): self-attention
+    projects with a single matmul; cross-attention uses its query rows on the decoder stream
+    and its key/value rows on the encoder memory. The parameter layout is that of
+    ``torch.nn.MultiheadAttention``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``x`` (B, T, D) to itself, or to ``memory`` (B, S, D) when given.
+
+        ``mask`` is bool and broadcasts to (B, H, T, S), True = may attend. With a ``cache``,
+        self-attention appends this call's keys/values to it, and cross-attention computes
+        the memory's keys/values on the first call only. Returns (B, T, D) and, if
+        ``need_weights``, the attention weights (B, H, T, S).
+        """
+        d = self.d_model
+        w, b = self.in_proj.weight, self.in_proj.bias
+        if memory is None:
+            q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 x (B, T, D)
+            k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
+            if cache is not None:
+                k, v = cache.update(k, v)  # (B, H, L, Dh)
+        else:
+            q = F.linear(x, w[:d], b[:d])  # (B, T, D)
+            if cache is not None and cache.filled:
+                k, v = cache.k, cache.v  # (B, H, S, Dh)
+            else:
+                k, v = F.linear(memory, w[d:], b[d:]).split(d, dim=-1)  # 2 x (B, S, D)
+                k, v = self._split_heads(k), self._split_heads(v)  # (B, H, S, Dh)
+                if cache is not None:
+                    cache.update(k, v)
+        q = self._split_heads(q)  # (B, H, T, Dh)
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if need_weights:
+            out, weights = attention(q, k, v, mask, p)  # (B, H, T, Dh)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        out = out.transpose(1, 2).reshape(x.size(0), x.size(1), d)  # (B, T, D)
+        return self.out_proj(out), weights

@@ -1,0 +1,55 @@
+"""The one place attention masks are built.
+
+Convention: boolean tensors, ``True`` = this query may attend to this key (and, for token
+masks, ``True`` = real token). Masks broadcast to ``(B, H, T_q, T_k)`` and go straight into
+``torch.nn.functional.scaled_dot_product_attention``; no additive -1e9 constants, which
+overflow in fp16. Padding masks only keys, never whole query rows.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def token_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """``True`` where ``tokens`` (B, T) holds a real token rather than padding."""
+    return tokens != pad_id  # (B, T)
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """Key-padding mask (Vaswani et al. 2017 §3.2.3): every query may see every real key.
+
+    Returns (B, 1, 1, S); rows whose keys are all padding attend to all keys instead, so that
+    a fully padded sequence gives finite (and ignored) outputs rather than NaN.
+    """
+    keys = token_mask(tokens, pad_id)[:, None, None, :]  # (B, 1, 1, S)
+    return guard_empty_rows(keys)
+
+
+def causal_mask(length: int, device: torch.device | None = None, offset: int = 0) -> Tensor:
+    """Lower-triangular mask (Phuong & Hutter 2022, Algorithm 4, unidirectional).
+
+    Query ``i`` sits at position ``offset + i`` and may attend to keys ``0 .. offset + i``.
+    Returns (1, 1, T, offset + T).
+    """
+    q = torch.arange(length, device=device)[:, None] + offset  # (T, 1)
+    k = torch.arange(length + offset, device=device)[None, :]  # (1, offset+T)
+    return (k <= q)[None, None]  # (1, 1, T, offset+T)
+
+
+def causal_padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """Causal mask combined with key padding for decoder self-attention. (B, 1, T, T)."""
+    length = tokens.size(1)
+    keys = token_mask(tokens, pad_id)[:, None, None, :]  # (B, 1, 1, T)
+    return guard_empty_rows(causal_mask(length, tokens.device) & keys)  # (B, 1, T, T)
+
+
+def guard_empty_rows(mask: Tensor) -> Tensor:
+    """Let a query row that may attend to nothing attend to everything.
+
+    Such a row belongs to a padding position (its output is never used), but softmax over
+    an all ``-inf`` row is NaN, and a NaN there would leak into gradients.
+    """
+    empty = ~mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+    return mask | empty

@@ -1,0 +1,340 @@
+"""The three Transformer families: encoder-decoder, encoder-only, decoder-only.
+
+Vaswani et al. 2017 §3; Phuong & Hutter 2022, Algorithms 8 (EDTransformer), 9 (ETransformer)
+and 10 (DTransformer). ``forward`` returns logits; losses live in ``aiayn.train.objectives``.
+
+Attention weights for plots: pass a dict as ``attention=``; each stack appends its layers'
+weights (B, H, T_q, T_k) under "encoder", "decoder_self" / "cross" or "decoder". The default
+path (no dict) runs the fused kernel and computes no weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.config import ModelConfig
+from aiayn.model import masks
+from aiayn.model.attention import KVCache
+from aiayn.model.layers import (
+    DecoderLayer,
+    EncoderLayer,
+    LearnedPositionalEncoding,
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+)
+
+AttentionRecord = dict[str, list[Tensor]]
+
+
+def _positional(config: ModelConfig) -> nn.Module:
+    if config.pos_encoding == "learned":
+        return LearnedPositionalEncoding(config.d_model, config.max_len)
+    return SinusoidalPositionalEncoding(config.d_model, config.max_len)
+
+
+def _layer_kwargs(config: ModelConfig) -> dict:
+    return dict(
+        d_model=config.d_model,
+        n_heads=config.n_heads,
+        d_ff=config.d_ff,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation=config.activation,
+        norm_first=config.norm_first,
+        layer_norm_eps=config.layer_norm_eps,
+    )
+
+
+def _init_linear_weights(module: nn.Module) -> None:
+    """Xavier-uniform for every projection matrix, zero biases (as fairseq and T2T do)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+class Embedder(nn.Module):
+    """Token embedding (scaled by sqrt(d_model)) + positional encoding + dropout (§3.4-3.5, §5.4)."""
+
+    def __init__(self, token: TokenEmbedding, config: ModelConfig) -> None:
+        super().__init__()
+        self.token = token
+        self.position = _positional(config)
+        self.dropout = nn.Dropout(config.embedding_dropout)
+
+    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        return self.dropout(self.position(self.token(tokens), offset))  # (B, T, D)
+
+
+class Encoder(nn.Module):
+    """A stack of ``EncoderLayer``; pre-LN stacks end with a final LayerNorm."""
+
+    def __init__(self, config: ModelConfig, n_layers: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(**_layer_kwargs(config)) for _ in range(n_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        caches: list[KVCache] | None = None,
+        weights: list[Tensor] | None = None,
+    ) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            cache = caches[i] if caches is not None else None
+            x, w = layer(x, mask, cache=cache, need_weights=weights is not None)
+            if weights is not None:
+                weights.append(w)
+        return self.norm(x) if self.norm is not None else x  # (B, T, D)
+
+
+class Decoder(nn.Module):
+    """A stack of ``DecoderLayer``; pre-LN stacks end with a final LayerNorm."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        n = config.n_decoder_layers
+        self.layers = nn.ModuleList(DecoderLayer(**_layer_kwargs(config)) for _ in range(n))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        self_mask: Tensor | None,
+        memory_mask: Tensor | None,
+        state: DecoderState | None = None,
+        attention: AttentionRecord | None = None,
+    ) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            x, w = layer(
+                x,
+                memory,
+                self_mask,
+                memory_mask,
+                self_cache=state.self_caches[i] if state is not None else None,
+                cross_cache=state.cross_caches[i] if state is not None else None,
+                need_weights=attention is not None,
+            )
+            if attention is not None:
+                attention.setdefault("decoder_self", []).append(w[0])
+                attention.setdefault("cross", []).append(w[1])
+        return self.norm(x) if self.norm is not None else x  # (B, T, D)
+
+
+@dataclass
+class DecoderState:
+    """What incremental decoding carries from one step to the next.
+
+    ``token_mask`` (B, L) marks the real tokens decoded so far (key padding for self-
+    attention); ``memory_mask`` is the encoder's key-padding mask (encoder-decoder only).
+    ``reorder`` selects batch rows, e.g. beams that survive a step of beam search.
+    """
+
+    self_caches: list[KVCache]
+    cross_caches: list[KVCache] = field(default_factory=list)
+    token_mask: Tensor | None = None
+    memory_mask: Tensor | None = None
+
+    @property
+    def offset(self) -> int:
+        return 0 if self.token_mask is None else self.token_mask.size(1)
+
+    def advance(self, tokens: Tensor, pad_id: int) -> Tensor:
+        """Record ``tokens`` (B, t) and return the self-attention mask (B, 1, t, L)."""
+        new = masks.token_mask(tokens, pad_id)  # (B, t)
+        offset = self.offset
+        self.token_mask = new if self.token_mask is None else torch.cat([self.token_mask, new], 1)
+        causal = masks.causal_mask(tokens.size(1), tokens.device, offset)  # (1, 1, t, L)
+        return masks.guard_empty_rows(causal & self.token_mask[:, None, None, :])
+
+    def reorder(self, index: Tensor) -> None:
+        for cache in self.self_caches + self.cross_caches:
+            cache.reorder(index)
+        if self.token_mask is not None:
+            self.token_mask = self.token_mask.index_select(0, index)
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask.index_select(0, index)
+
+
+class EncoderDecoder(nn.Module):
+    """The Transformer of Vaswani et al. 2017 (Fig. 1; Phuong & Hutter 2022, Algorithm 8).
+
+    ``encode`` runs once per source; ``decode`` reuses its memory, with or without a
+    ``DecoderState`` for step-by-step generation.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        src_token = TokenEmbedding(config.source_vocab, d)
+        if config.tie_embeddings == "all":
+            tgt_token = src_token
+        else:
+            tgt_token = TokenEmbedding(config.target_vocab, d)
+        self.src_embed = Embedder(src_token, config)
+        self.tgt_embed = Embedder(tgt_token, config)
+        self.encoder = Encoder(config, config.n_encoder_layers)
+        self.decoder = Decoder(config)
+        self.unembed = nn.Linear(d, config.target_vocab, bias=False)
+        _init_linear_weights(self)
+        if config.tie_embeddings != "none":
+            self.unembed.weight = tgt_token.weight  # §3.4: pre-softmax = embedding weights
+
+    def encode(
+        self, src: Tensor, attention: AttentionRecord | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Source tokens (B, S) to memory (B, S, D) and its key-padding mask (B, 1, 1, S)."""
+        src_mask = masks.padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        weights = attention.setdefault("encoder", []) if attention is not None else None
+        memory = self.encoder(self.src_embed(src), src_mask, weights=weights)  # (B, S, D)
+        return memory, src_mask
+
+    def new_state(self, src_mask: Tensor) -> DecoderState:
+        n = len(self.decoder.layers)
+        return DecoderState(
+            self_caches=[KVCache() for _ in range(n)],
+            cross_caches=[KVCache(static=True) for _ in range(n)],
+            memory_mask=src_mask,
+        )
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        state: DecoderState | None = None,
+        attention: AttentionRecord | None = None,
+    ) -> Tensor:
+        """Target tokens (B, T) and memory (B, S, D) to next-token logits (B, T, V).
+
+        With ``state``, ``tgt`` holds only the new tokens and the keys/values of earlier ones
+        come from the cache; ``src_mask`` defaults to the state's.
+        """
+        pad = self.config.pad_id
+        if state is None:
+            offset, self_mask = 0, masks.causal_padding_mask(tgt, pad)  # (B, 1, T, T)
+        else:
+            offset, self_mask = state.offset, state.advance(tgt, pad)  # (B, 1, t, L)
+            src_mask = state.memory_mask if src_mask is None else src_mask
+        x = self.tgt_embed(tgt, offset)  # (B, T, D)
+        x = self.decoder(x, memory, self_mask, src_mask, state, attention)  # (B, T, D)
+        return self.unembed(x)  # (B, T, V)
+
+    def forward(self, src: Tensor, tgt: Tensor, attention: AttentionRecord | None = None) -> Tensor:
+        """Teacher-forced logits (B, T, V) for target inputs ``tgt`` (B, T) given ``src`` (B, S)."""
+        memory, src_mask = self.encode(src, attention)
+        return self.decode(tgt, memory, src_mask, attention=attention)
+
+
+class EncoderOnly(nn.Module):
+    """BERT-style bidirectional encoder (Phuong & Hutter 2022, Algorithm 9).
+
+    ``forward`` gives masked-LM logits (B, T, V) through the head of Algorithm 9 (dense, GELU,
+    LayerNorm, unembedding); ``classify`` pools the final states into class logits (B, C).
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        token = TokenEmbedding(config.vocab_size, d)
+        self.embed = Embedder(token, config)
+        self.encoder = Encoder(config, config.n_encoder_layers)
+        self.mlm_dense = nn.Linear(d, d)
+        self.mlm_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.unembed = nn.Linear(d, config.vocab_size, bias=False)
+        self.classifier = None
+        if config.n_classes:
+            self.classifier = nn.Sequential(
+                nn.Dropout(config.dropout), nn.Linear(d, config.n_classes)
+            )
+        _init_linear_weights(self)
+        if config.tie_embeddings != "none":
+            self.unembed.weight = token.weight
+
+    def encode(self, tokens: Tensor, attention: AttentionRecord | None = None) -> Tensor:
+        """Tokens (B, T) to contextual states (B, T, D)."""
+        mask = masks.padding_mask(tokens, self.config.pad_id)  # (B, 1, 1, T)
+        weights = attention.setdefault("encoder", []) if attention is not None else None
+        return self.encoder(self.embed(tokens), mask, weights=weights)  # (B, T, D)
+
+    def forward(self, tokens: Tensor, attention: AttentionRecord | None = None) -> Tensor:
+        h = self.encode(tokens, attention)  # (B, T, D)
+        h = self.mlm_norm(F.gelu(self.mlm_dense(h)))  # (B, T, D)
+        return self.unembed(h)  # (B, T, V)
+
+    def pool(self, h: Tensor, tokens: Tensor) -> Tensor:
+        """Pool states (B, T, D) over real tokens: max (padding never wins), mean, or first."""
+        real = masks.token_mask(tokens, self.config.pad_id)[..., None]  # (B, T, 1)
+        if self.config.pooling == "first":
+            return h[:, 0]  # (B, D)
+        if self.config.pooling == "mean":
+            return (h * real).sum(1) / real.sum(1).clamp(min=1)  # (B, D)
+        lowest = torch.finfo(h.dtype).min
+        return h.masked_fill(~real, lowest).amax(dim=1)  # (B, D)
+
+    def classify(self, tokens: Tensor, attention: AttentionRecord | None = None) -> Tensor:
+        """Class logits (B, C) for token sequences (B, T)."""
+        if self.classifier is None:
+            raise ValueError("this model has no classifier: set model.n_classes >= 2")
+        return self.classifier(self.pool(self.encode(tokens, attention), tokens))  # (B, C)
+
+
+class DecoderOnly(nn.Module):
+    """GPT-style causal language model (Phuong & Hutter 2022, Algorithm 10)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        token = TokenEmbedding(config.vocab_size, config.d_model)
+        self.embed = Embedder(token, config)
+        self.decoder = Encoder(config, config.n_decoder_layers)
+        self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        _init_linear_weights(self)
+        if config.tie_embeddings != "none":
+            self.unembed.weight = token.weight
+
+    def new_state(self) -> DecoderState:
+        return DecoderState(self_caches=[KVCache() for _ in self.decoder.layers])
+
+    def forward(
+        self,
+        tokens: Tensor,
+        state: DecoderState | None = None,
+        attention: AttentionRecord | None = None,
+    ) -> Tensor:
+        """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only."""
+        pad = self.config.pad_id
+        if state is None:
+            offset, mask = 0, masks.causal_padding_mask(tokens, pad)  # (B, 1, T, T)
+            caches = None
+        else:
+            offset, mask = state.offset, state.advance(tokens, pad)  # (B, 1, t, L)
+            caches = state.self_caches
+        weights = attention.setdefault("decoder", []) if attention is not None else None
+        x = self.decoder(self.embed(tokens, offset), mask, caches, weights)  # (B, T, D)
+        return self.unembed(x)  # (B, T, V)
+
+
+FAMILIES = {
+    "encoder-decoder": EncoderDecoder,
+    "encoder-only": EncoderOnly,
+    "decoder-only": DecoderOnly,
+}
+
+
+def build_model(config: ModelConfig) -> nn.Module:
+    """The model of ``config.family`` with freshly initialised weights."""
+    return FAMILIES[config.family](config)

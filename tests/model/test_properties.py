@@ -1,0 +1,188 @@
+"""Properties every family must have: causality, padding invariance, batching, gradients."""
+
+import math
+
+import pytest
+import torch
+
+from aiayn import build_model
+from aiayn.model import masks
+from aiayn.model.layers import SinusoidalPositionalEncoding, TokenEmbedding, sinusoidal_table
+
+PAD = 0
+
+
+def tokens(b, t, vocab=64, low=5):
+    return torch.randint(low, vocab, (b, t))
+
+
+@pytest.fixture(params=[False, True], ids=["post-LN", "pre-LN"])
+def config(request, tiny):
+    return tiny.replace(norm_first=request.param)
+
+
+def test_decoder_is_causal(config):
+    model = build_model(config).eval()
+    src, tgt = tokens(2, 6), tokens(2, 7)
+    base = model(src, tgt)
+    for t in range(6):
+        changed = tgt.clone()
+        changed[:, t + 1] = (changed[:, t + 1] + 1 - 5) % 59 + 5
+        out = model(src, changed)
+        torch.testing.assert_close(out[:, : t + 1], base[:, : t + 1], atol=1e-6, rtol=0)
+        assert not torch.allclose(out[:, t + 1], base[:, t + 1])
+
+
+def test_decoder_only_is_causal(config):
+    model = build_model(config.replace(family="decoder-only")).eval()
+    x = tokens(2, 8)
+    base = model(x)
+    changed = x.clone()
+    changed[:, 5] = (changed[:, 5] - 4) % 59 + 5
+    out = model(changed)
+    torch.testing.assert_close(out[:, :5], base[:, :5], atol=1e-6, rtol=0)
+    assert not torch.allclose(out[:, 5:], base[:, 5:])
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "encoder-only", "decoder-only"])
+def test_padding_invariance(config, family):
+    model = build_model(config.replace(family=family, n_classes=3)).eval()
+    x = tokens(2, 6)
+    padded = torch.cat([x, torch.full((2, 4), PAD)], dim=1)
+    if family == "encoder-decoder":
+        y = tokens(2, 5)
+        y_padded = torch.cat([y, torch.full((2, 3), PAD)], dim=1)
+        torch.testing.assert_close(model(padded, y_padded)[:, :5], model(x, y), atol=1e-5, rtol=0)
+    elif family == "encoder-only":
+        torch.testing.assert_close(model(padded)[:, :6], model(x), atol=1e-5, rtol=0)
+        torch.testing.assert_close(model.classify(padded), model.classify(x), atol=1e-5, rtol=0)
+    else:
+        torch.testing.assert_close(model(padded)[:, :6], model(x), atol=1e-5, rtol=0)
+
+
+def test_batched_equals_one_by_one(config):
+    model = build_model(config).eval()
+    srcs = [tokens(1, n)[0] for n in (3, 7, 5)]
+    tgts = [tokens(1, n)[0] for n in (4, 2, 6)]
+    pad = torch.nn.utils.rnn.pad_sequence
+    src = pad(srcs, batch_first=True, padding_value=PAD)
+    tgt = pad(tgts, batch_first=True, padding_value=PAD)
+    batched = model(src, tgt)
+    for i, (s, t) in enumerate(zip(srcs, tgts, strict=False)):
+        single = model(s[None], t[None])[0]
+        torch.testing.assert_close(batched[i, : len(t)], single, atol=1e-5, rtol=0)
+
+
+def test_sinusoidal_values_equal_the_formula():
+    d = 16
+    table = sinusoidal_table(50, d)
+    for pos in (0, 1, 7, 49):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    # Offsets index the same table; positions past max_len extend it.
+    pe = SinusoidalPositionalEncoding(d, max_len=4)
+    out = pe(torch.zeros(1, 3, d), offset=5)
+    torch.testing.assert_close(out[0], sinusoidal_table(8, d)[5:8])
+
+
+@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned"])
+def test_embeddings_scaled_by_sqrt_d_model(tiny, pos_encoding):
+    emb = TokenEmbedding(10, 16)
+    x = torch.tensor([[1, 2]])
+    torch.testing.assert_close(emb(x), emb.weight[x] * 4.0)
+    model = build_model(tiny.replace(pos_encoding=pos_encoding)).eval()
+    e = model.src_embed
+    expected = e.position(e.token.weight[x] * math.sqrt(tiny.d_model))
+    torch.testing.assert_close(e(x), expected)
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "encoder-only", "decoder-only"])
+def test_every_parameter_gets_a_gradient(tiny, family):
+    config = tiny.replace(family=family, n_classes=2, pos_encoding="learned", norm_first=True)
+    model = build_model(config)
+    x = tokens(2, 5)
+    if family == "encoder-decoder":
+        loss = model(x, tokens(2, 4)).sum()
+    elif family == "encoder-only":
+        loss = model(x).sum() + model.classify(x).sum()
+    else:
+        loss = model(x).sum()
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_all_padding_rows_stay_finite(tiny):
+    model = build_model(tiny).eval()
+    src = torch.tensor([[7, 8, 9], [PAD, PAD, PAD]])
+    tgt = torch.tensor([[PAD, 5, 6], [PAD, PAD, PAD]])  # left padding: first row masks all keys
+    out = model(src, tgt)
+    assert torch.isfinite(out).all()
+    record = {}  # the explicit softmax path too, not only the fused kernel
+    assert torch.isfinite(model(src, tgt, attention=record)).all()
+    assert all(torch.isfinite(w).all() for ws in record.values() for w in ws)
+    out.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_masks_are_boolean_true_means_attend():
+    x = torch.tensor([[4, 5, PAD]])
+    assert masks.padding_mask(x, PAD).tolist() == [[[[True, True, False]]]]
+    assert masks.causal_mask(3).dtype == torch.bool
+    assert masks.causal_mask(2, offset=1).tolist() == [[[[True, True, False], [True, True, True]]]]
+    both = masks.causal_padding_mask(x, PAD)[0, 0]
+    assert both.tolist() == [[True, False, False], [True, True, False], [True, True, False]]
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only"])
+def test_kv_cached_decoding_equals_full_forward(config, family):
+    model = build_model(config.replace(family=family)).eval()
+    src, tgt = tokens(2, 5), tokens(2, 7)
+    if family == "encoder-decoder":
+        memory, src_mask = model.encode(src)
+        full = model.decode(tgt, memory, src_mask)
+        state = model.new_state(src_mask)
+        steps = [model.decode(tgt[:, t : t + 1], memory, state=state) for t in range(7)]
+    else:
+        full = model(tgt)
+        state = model.new_state()
+        steps = [model(tgt[:, :3], state=state)]  # a prompt, then one token at a time
+        steps += [model(tgt[:, t : t + 1], state=state) for t in range(3, 7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+
+
+def test_attention_weights_recorded_without_changing_outputs(tiny):
+    model = build_model(tiny).eval()
+    src, tgt = tokens(2, 5), tokens(2, 4)
+    record = {}
+    out = model(src, tgt, attention=record)
+    torch.testing.assert_close(out, model(src, tgt), atol=1e-5, rtol=0)
+    assert [len(record[k]) for k in ("encoder", "decoder_self", "cross")] == [2, 2, 2]
+    assert record["cross"][0].shape == (2, tiny.n_heads, 4, 5)
+    torch.testing.assert_close(record["cross"][1].sum(-1), torch.ones(2, tiny.n_heads, 4))
+    assert (record["decoder_self"][0][0, 0].triu(1) == 0).all()
+
+
+def test_max_pooling_never_picks_padding(tiny):
+    model = build_model(tiny.replace(family="encoder-only", n_classes=2)).eval()
+    x = torch.tensor([[5, 6, PAD, PAD]])
+    h = model.encode(x)
+    h_big_pad = h.clone()
+    h_big_pad[:, 2:] = 1e6  # padding states larger than any real one
+    torch.testing.assert_close(model.pool(h_big_pad, x), h[:, :2].amax(1))
+    for pooling, expected in [("mean", h[:, :2].mean(1)), ("first", h[:, 0])]:
+        model.config = model.config.replace(pooling=pooling)
+        torch.testing.assert_close(model.pool(h_big_pad, x), expected)
+
+
+def test_tied_weights_are_one_tensor(tiny):
+    model = build_model(tiny)
+    assert model.src_embed.token.weight is model.tgt_embed.token.weight
+    assert model.unembed.weight is model.tgt_embed.token.weight
+    untied = build_model(tiny.replace(tie_embeddings="none"))
+    assert untied.unembed.weight is not untied.tgt_embed.token.weight
+    dec = build_model(tiny.replace(tie_embeddings="decoder"))
+    assert dec.unembed.weight is dec.tgt_embed.token.weight
+    assert dec.src_embed.token.weight is not dec.tgt_embed.token.weight
