@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from aiayn.config import ModelConfig
+
+CORPORA = ("ding-de-en", "libreoffice-help-de-en", "files")
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -25,20 +29,237 @@ def cmd_params(args: argparse.Namespace) -> None:
     print(format_table(parameter_table(model), title))
 
 
+def cmd_prepare(args: argparse.Namespace) -> None:
+    from aiayn.data import corpora
+
+    out = Path(args.out or f"data/{args.corpus}")
+    if args.corpus == "files":
+        stats = import_files(out, args.split or [], args.src_lang, args.tgt_lang)
+    elif (out / "stats.json").is_file() and not args.rebuild:
+        stats = json.loads((out / "stats.json").read_text())
+        for split in ("train", "valid", "test"):
+            corpora.load_split(out, split)  # fails loudly on a damaged copy
+        print(f"{out}: using the bundled corpus (--rebuild to rebuild it from Debian)")
+    elif args.corpus == "ding-de-en":
+        stats = corpora.prepare_ding(out, source=Path(args.source) if args.source else None)
+    else:
+        stats = corpora.prepare_libreoffice_help(out)
+    print(json.dumps(stats.get("pairs", stats), indent=2))
+
+
+def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
+    """``--split NAME=SRC,TGT`` (two aligned files) or ``--split NAME=FILE.tsv`` into ``out``."""
+    from aiayn.data import corpora
+
+    if not specs:
+        raise ValueError("prepare files needs --split NAME=SRC,TGT or --split NAME=FILE.tsv")
+    pairs_by_split = {}
+    for spec in specs:
+        name, _, files = spec.partition("=")
+        if not name or not files:
+            raise ValueError(f"--split {spec!r}: expected NAME=SRC,TGT or NAME=FILE.tsv")
+        paths = [Path(p) for p in files.split(",")]
+        if len(paths) == 2:
+            pairs_by_split[name] = corpora.read_parallel(*paths)
+        elif len(paths) == 1:
+            pairs_by_split[name] = corpora.read_tsv(paths[0])
+        else:
+            raise ValueError(f"--split {spec!r}: give two files (SRC,TGT) or one TSV file")
+    for name, pairs in pairs_by_split.items():
+        corpora.write_parallel(out, name, pairs, src_lang, tgt_lang)
+    stats = {"pairs": {name: len(p) for name, p in pairs_by_split.items()}}
+    from aiayn.modeldir import write_json
+
+    write_json(out / "stats.json", stats)
+    return stats
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from aiayn.config import load_run_config
+    from aiayn.train.loop import train
+
+    run = load_run_config(args.config, args.set or [])
+    out = Path(args.out or f"runs/{Path(args.config).stem if args.config else 'run'}")
+    summary = train(run, out, progress=not args.quiet)
+    print(json.dumps(summary, indent=2))
+
+
+def _load(model_dir: str):
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.modeldir import load_model_dir
+
+    model = load_model_dir(model_dir)
+    tokenizer = Tokenizer.load(Path(model_dir))
+    return model, tokenizer
+
+
+def _search_options(args: argparse.Namespace) -> dict:
+    if args.beam < 1:
+        raise ValueError(f"--beam must be >= 1, got {args.beam}")
+    return dict(beam=args.beam, lenpen=args.lenpen, max_len_offset=args.max_len_offset)
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    from aiayn.infer.translate import translate
+
+    model, tokenizer = _load(args.model_dir)
+    options = {**_search_options(args), "nbest": args.nbest}
+    if args.nbest > args.beam:
+        raise ValueError(f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam})")
+    total, seconds, produced = 0, 0.0, 0.0
+    while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
+        lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
+        if not lines:
+            break
+        stats: dict = {}
+        for i, n_best in enumerate(translate(model, tokenizer, lines, stats=stats, **options)):
+            if args.nbest == 1:
+                print(n_best[0][0])
+            else:
+                for text, score in n_best:
+                    print(f"{total + i}\t{score:.4f}\t{text}")
+        sys.stdout.flush()
+        total += len(lines)
+        seconds += len(lines) / stats["sentences_per_s"]
+        produced += stats["tokens_per_s"] * len(lines) / stats["sentences_per_s"]
+    print(
+        f"translated {total} sentences in {seconds:.1f}s: {total / max(seconds, 1e-9):.1f} "
+        f"sentences/s, {produced / max(seconds, 1e-9):.0f} tokens/s",
+        file=sys.stderr,
+    )
+
+
+def cmd_average(args: argparse.Namespace) -> None:
+    from aiayn.config import RunConfig
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.model import build_model
+    from aiayn.train import checkpoint as ckpt
+    from aiayn.train.loop import save_translation_model
+
+    run_dir = Path(args.run_dir)
+    paths = ckpt.list_checkpoints(run_dir / "checkpoints")
+    if not paths:
+        raise FileNotFoundError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
+    if args.last < 1:
+        raise ValueError(f"--last must be >= 1, got {args.last}")
+    paths = paths[-args.last :]
+    state = ckpt.load_checkpoint(paths[-1])
+    run = RunConfig.from_dict(state["run"])
+    tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
+    model = build_model(
+        run.model.replace(vocab_size=tokenizer.vocab_size, family="encoder-decoder")
+    )
+    model.load_state_dict(ckpt.average_checkpoints(paths))
+    extra = {"averaged": [p.name for p in paths]}
+    save_translation_model(Path(args.out), model.eval(), tokenizer, run, extra=extra)
+    print(
+        f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
+    )
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from aiayn.viz import plot_attention
+
+    model, tokenizer = _load(args.model_dir)
+    out = plot_attention(model, tokenizer, args.sentence, Path(args.out), self_attention=args.self)
+    print(f"wrote {out}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from aiayn.config import DataConfig
+    from aiayn.evaluate import evaluate_translation
+
+    model, tokenizer = _load(args.model_dir)
+    run_file = Path(args.model_dir) / "run.json"
+    data = json.loads(run_file.read_text())["data"] if run_file.is_file() else {}
+    config = DataConfig(
+        corpus=args.corpus or data.get("corpus", "data/ding-de-en"),
+        src_lang=data.get("src_lang", "de"),
+        tgt_lang=data.get("tgt_lang", "en"),
+    )
+    scores, pairs, hyps = evaluate_translation(
+        model, tokenizer, config, args.split, args.limit, **_search_options(args)
+    )
+    out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
+    out.write_text("".join(h + "\n" for h in hyps))
+    print(json.dumps({**scores, "hypotheses": str(out)}, indent=2))
+    for (src, ref), hyp in list(zip(pairs, hyps, strict=True))[: args.samples]:
+        print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")
+
+
+def _add_search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy; the paper: 4)")
+    p.add_argument("--lenpen", type=float, default=0.6, help="length penalty alpha (§6.1)")
+    p.add_argument(
+        "--max-len-offset", type=int, default=50, help="max output length = source length + N"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aiayn", description="The Transformer of 'Attention Is All You Need'."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    families = ["encoder-decoder", "encoder-only", "decoder-only"]
 
     p = sub.add_parser("params", help="print a per-component parameter table of a preset")
     p.add_argument("preset", choices=list(ModelConfig.PRESETS))
-    p.add_argument(
-        "--family",
-        default="encoder-decoder",
-        choices=["encoder-decoder", "encoder-only", "decoder-only"],
-    )
+    p.add_argument("--family", default="encoder-decoder", choices=families)
     p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("prepare", help="prepare a corpus under data/")
+    p.add_argument("corpus", choices=CORPORA)
+    p.add_argument("--out", help="output directory (default data/CORPUS)")
+    p.add_argument("--rebuild", action="store_true", help="rebuild from the Debian package")
+    p.add_argument("--source", help="a local copy of the Ding file (de-en) to read instead")
+    p.add_argument(
+        "--split",
+        action="append",
+        metavar="NAME=SRC,TGT|NAME=FILE.tsv",
+        help="with 'files': a split of your own data (repeat for train, valid, test)",
+    )
+    p.add_argument("--src-lang", default="de", help="with 'files': source language suffix")
+    p.add_argument("--tgt-lang", default="en", help="with 'files': target language suffix")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("train", help="train (or resume) a model from a TOML config")
+    p.add_argument("config", nargs="?", help="TOML run config (configs/*.toml)")
+    p.add_argument("--out", help="run directory (default runs/CONFIG_NAME); resumes if present")
+    p.add_argument(
+        "--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("translate", help="translate stdin to stdout, one sentence per line")
+    p.add_argument("model_dir")
+    _add_search_arguments(p)
+    p.add_argument("--nbest", type=int, default=1, help="print N hypotheses: index, score, text")
+    p.add_argument("--chunk", type=int, default=2000, help="lines read and sorted at a time")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("average", help="average the last K checkpoints into a model directory")
+    p.add_argument("run_dir")
+    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
+    p.add_argument("model_dir")
+    p.add_argument("sentence")
+    p.add_argument("--out", default="attention.png")
+    p.add_argument("--self", action="store_true", help="also encoder and decoder self-attention")
+    p.set_defaults(func=cmd_attention)
+
+    p = sub.add_parser("evaluate", help="sacreBLEU and chrF of a model on a corpus split")
+    p.add_argument("model_dir")
+    p.add_argument("--split", default="test")
+    p.add_argument("--corpus", help="corpus directory (default: the one the model was trained on)")
+    p.add_argument("--output", help="where to write the hypotheses")
+    p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
+    p.add_argument("--samples", type=int, default=5, help="sample translations to print")
+    _add_search_arguments(p)
+    p.set_defaults(func=cmd_evaluate)
     return parser
 
 
@@ -46,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"aiayn {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 0

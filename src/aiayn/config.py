@@ -169,4 +169,142 @@ class ModelConfig:
         return from_dict(cls, data, where="model")
 
 
-__all__ = ["ModelConfig", "from_dict"]
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel corpus lives and how it is tokenized."""
+
+    corpus: str = "data/ding-de-en"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    extra_train: tuple[str, ...] = ()  # further splits of the corpus added to training
+    train_repeat: int = 1  # copies of the train split per epoch (to weigh it against extras)
+    vocab_size: int = 8000
+    max_len: int = 128  # training pairs with a longer side (in tokens) are dropped
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra_train", tuple(self.extra_train))
+        _check_int("data.vocab_size", self.vocab_size, 16)
+        _check_int("data.train_repeat", self.train_repeat, 1)
+        _check_int("data.max_len", self.max_len, 2)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe (Vaswani et al. 2017 §5; Phuong & Hutter 2022, Algorithm 11)."""
+
+    max_tokens: int = 4096  # padded source or target tokens per batch
+    accum_steps: int = 1
+    lr_scale: float = 1.0  # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    warmup: int = 4000
+    schedule: str = "inverse_sqrt"
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0  # 0 = no clipping
+    max_epochs: int = 100
+    max_steps: int = 0  # 0 = no limit
+    max_minutes: float = 0.0  # training wall-clock limit, 0 = none
+    seed: int = 1
+    log_every: int = 50
+    valid_every: int = 0  # steps; 0 = once per epoch
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 5
+    average_last: int = 0  # average the last K checkpoints into the final model (0 = off)
+    threads: int = 0  # torch intra-op threads; 0 = torch's default
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens", "accum_steps", "warmup", "max_epochs", "seed"):
+            _check_int(f"train.{name}", getattr(self, name), 1)
+        for name in ("max_steps", "valid_every", "keep_checkpoints", "average_last", "threads"):
+            _check_int(f"train.{name}", getattr(self, name), 0)
+        _check_int("train.log_every", self.log_every, 1)
+        _check_int("train.checkpoint_every", self.checkpoint_every, 1)
+        _check_float("train.lr_scale", self.lr_scale, 0.0, 1e6)
+        _check_choice("train.schedule", self.schedule, ("inverse_sqrt", "constant"))
+        _check_float("train.beta1", self.beta1, 0.0, 1.0, high_open=True)
+        _check_float("train.beta2", self.beta2, 0.0, 1.0, high_open=True)
+        _check_float("train.eps", self.eps, 0.0, 1.0)
+        _check_float("train.weight_decay", self.weight_decay, 0.0, 1.0)
+        _check_float("train.label_smoothing", self.label_smoothing, 0.0, 1.0, high_open=True)
+        _check_float("train.clip_norm", self.clip_norm, 0.0, 1e6)
+        _check_float("train.max_minutes", self.max_minutes, 0.0, 1e6)
+        if self.average_last > self.keep_checkpoints:
+            raise ValueError(
+                f"train.average_last ({self.average_last}) cannot exceed "
+                f"train.keep_checkpoints ({self.keep_checkpoints})"
+            )
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run: model + data + train, as read from a TOML file."""
+
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        unknown = sorted(set(data) - {"model", "data", "train"})
+        if unknown:
+            raise ValueError(
+                f"unknown section(s) {', '.join(unknown)}; allowed: model, data, train"
+            )
+        model = dict(data.get("model", {}))
+        preset = model.pop("preset", None)
+        model_config = (
+            ModelConfig.preset(preset, **model) if preset else ModelConfig.from_dict(model)
+        )
+        return cls(
+            model=model_config,
+            data=from_dict(DataConfig, dict(data.get("data", {})), where="data"),
+            train=from_dict(TrainConfig, dict(data.get("train", {})), where="train"),
+        )
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``section.key=value`` to (["section", "key"], value); the value is read as TOML."""
+    import tomllib
+
+    if "=" not in text:
+        raise ValueError(f"--set {text!r}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    path = key.strip().split(".")
+    if len(path) != 2 or not all(path):
+        raise ValueError(f"--set {text!r}: the key must be section.key, e.g. train.lr_scale")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word: take it as a string
+    return path, value
+
+
+def load_run_config(path: str | None, overrides: list[str] = ()) -> RunConfig:
+    """Read a TOML run config, apply ``--set`` overrides, validate. Errors name the file."""
+    import tomllib
+    from pathlib import Path
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: config file not found")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{p}: invalid TOML ({e})") from None
+    for text in overrides:
+        (section, key), value = parse_override(text)
+        data.setdefault(section, {})[key] = value
+    try:
+        return RunConfig.from_dict(data)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path or 'config'}: {e}") from None
+
+
+__all__ = ["DataConfig", "ModelConfig", "RunConfig", "TrainConfig", "from_dict", "load_run_config"]

@@ -246,10 +246,13 @@ def write_gz_lines(path: Path, lines: list[str]) -> None:
         gz.write("".join(line + "\n" for line in lines).encode("utf-8"))
 
 
-def write_parallel(out_dir: Path, name: str, pairs: list[Pair]) -> None:
-    """Write ``name.de.gz`` and ``name.en.gz``."""
-    write_gz_lines(out_dir / f"{name}.de.gz", [de for de, _ in pairs])
-    write_gz_lines(out_dir / f"{name}.en.gz", [en for _, en in pairs])
+def write_parallel(
+    out_dir: Path, name: str, pairs: list[Pair], src_lang: str = "de", tgt_lang: str = "en"
+) -> None:
+    """Write ``name.{src_lang}.gz`` and ``name.{tgt_lang}.gz``."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    write_gz_lines(out_dir / f"{name}.{src_lang}.gz", [src for src, _ in pairs])
+    write_gz_lines(out_dir / f"{name}.{tgt_lang}.gz", [tgt for _, tgt in pairs])
 
 
 def _run(command: list[str], cwd: Path, hint: str) -> str:

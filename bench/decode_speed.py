@@ -1,0 +1,102 @@
+"""Decoding speed: greedy and beam search, with the KV cache vs recomputing the prefix.
+
+    python bench/decode_speed.py [MODEL_DIR] [--sentences 200]
+
+Runs on the test split of the model's corpus; prints a table and appends a record to
+bench/results/decode_speed.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from aiayn.config import DataConfig  # noqa: E402
+from aiayn.data.batching import pad  # noqa: E402
+from aiayn.data.parallel import load_texts  # noqa: E402
+from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer  # noqa: E402
+from aiayn.infer.beam import beam_decode  # noqa: E402
+from aiayn.infer.greedy import greedy_decode  # noqa: E402
+from aiayn.modeldir import load_model_dir  # noqa: E402
+from common import write_result  # noqa: E402
+
+
+@torch.no_grad()
+def greedy_no_cache(model, src, max_len_offset=50):
+    """Greedy search that re-runs the decoder over the whole prefix at every step."""
+    memory, src_mask = model.encode(src)
+    b = src.size(0)
+    limit = int((src != PAD).sum(1).max()) + max_len_offset
+    tokens = torch.full((b, 1), BOS, dtype=torch.long)
+    done = torch.zeros(b, dtype=torch.bool)
+    for _ in range(limit):
+        nxt = model.decode(tokens, memory, src_mask)[:, -1].argmax(-1, keepdim=True)
+        nxt = nxt.masked_fill(done[:, None], PAD)
+        tokens = torch.cat([tokens, nxt], 1)
+        done |= nxt[:, 0] == EOS
+        if done.all():
+            break
+    return tokens[:, 1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
+    parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=50)
+    args = parser.parse_args()
+    model = load_model_dir(args.model_dir)
+    tokenizer = Tokenizer.load(Path(args.model_dir))
+    run = json.loads((Path(args.model_dir) / "run.json").read_text())
+    data = DataConfig(corpus=run["data"]["corpus"])
+    texts = [s for s, _ in load_texts(data, "test")[: args.sentences]]
+    ids = [x + [EOS] for x in tokenizer.encode(texts)]
+    batches = [pad(ids[i : i + args.batch]) for i in range(0, len(ids), args.batch)]
+
+    def run_all(fn):
+        start = time.perf_counter()
+        produced = 0
+        for src in batches:
+            out = fn(src)
+            produced += (
+                int((out != PAD).sum())
+                if torch.is_tensor(out)
+                else sum(len(h[0].tokens) for h in out)
+            )
+        return produced / (time.perf_counter() - start)
+
+    rows = {
+        "greedy, KV cache": lambda s: greedy_decode(model, s),
+        "greedy, no cache": lambda s: greedy_no_cache(model, s),
+        "beam 4, KV cache": lambda s: beam_decode(model, s, beam=4),
+    }
+    results = {}
+    for name, fn in rows.items():
+        run_all(lambda s, fn=fn: fn(s[:2]))  # warm-up
+        results[name] = run_all(fn)
+    print(f"{'decoding':<20} {'tokens/s':>10}")
+    for name, tps in results.items():
+        print(f"{name:<20} {tps:>10.0f}")
+    speedup = results["greedy, KV cache"] / results["greedy, no cache"]
+    print(f"KV cache speed-up (greedy): {speedup:.2f}x")
+    path = write_result(
+        "decode_speed",
+        {
+            "model_dir": args.model_dir,
+            "sentences": len(texts),
+            "batch": args.batch,
+            "tokens_per_s": results,
+            "kv_cache_speedup_greedy": speedup,
+        },
+    )
+    print(f"appended to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Batches by token count, grouped by length (Vaswani et al. 2017 §5.1).
+
+Each epoch's batches are a pure function of (seed, epoch): examples are shuffled, stably
+sorted by length, cut into batches of at most ``max_tokens`` padded tokens, and the batches
+shuffled. Resuming at (epoch, batch index) therefore replays exactly the same data, and
+``shard`` gives each data-parallel rank its own slice of the same batch list.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aiayn.data.tokenizer import BOS, EOS, PAD
+
+
+@dataclass
+class Batch:
+    """A padded translation batch: ``src`` (B, S), decoder input ``tgt_in`` and labels ``tgt_out``
+    (B, T) (the target shifted by one, Phuong & Hutter 2022 Algorithm 11)."""
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    index: list[int]
+
+    @property
+    def n_tokens(self) -> int:
+        """Target tokens that count towards the loss."""
+        return int((self.tgt_out != PAD).sum())
+
+    @property
+    def efficiency(self) -> float:
+        """Share of real (non-padding) tokens among all source and target positions."""
+        real = int((self.src != PAD).sum()) + self.n_tokens
+        return real / (self.src.numel() + self.tgt_out.numel())
+
+
+def pad(seqs: Sequence[Sequence[int]], value: int = PAD) -> Tensor:
+    width = max(len(s) for s in seqs)
+    out = torch.full((len(seqs), width), value, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out
+
+
+def collate(pairs: Sequence[tuple[list[int], list[int]]], index: list[int]) -> Batch:
+    """Pairs of (source ids, target ids) without specials to a padded ``Batch``."""
+    src = pad([s + [EOS] for s, _ in pairs])
+    tgt_in = pad([[BOS] + t for _, t in pairs])
+    tgt_out = pad([t + [EOS] for _, t in pairs])
+    return Batch(src, tgt_in, tgt_out, index)
+
+
+def length_batches(
+    lengths: Sequence[int], max_tokens: int, seed: int, epoch: int, shuffle: bool = True
+) -> list[list[int]]:
+    """Index batches whose padded size (len(batch) * longest) stays within ``max_tokens``.
+
+    ``lengths`` is each example's longest side (with specials). An example longer than
+    ``max_tokens`` gets a batch of its own.
+    """
+    order = list(range(len(lengths)))
+    rng = random.Random(seed * 1_000_003 + epoch)
+    if shuffle:
+        rng.shuffle(order)
+    order.sort(key=lambda i: lengths[i])  # stable: equal lengths stay shuffled
+    batches, current, longest = [], [], 0
+    for i in order:
+        new_longest = max(longest, lengths[i])
+        if current and new_longest * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, new_longest = [], lengths[i]
+        current.append(i)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def shard(batches: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
+    """Rank ``rank``'s share: every ``world_size``-th batch, trimmed so all ranks get as many."""
+    n = len(batches) // world_size * world_size
+    return batches[rank:n:world_size]

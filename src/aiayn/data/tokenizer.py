@@ -1,0 +1,128 @@
+"""Subword tokenizer: a shared BPE vocabulary trained with sentencepiece (Vaswani et al. 2017 §5.1).
+
+Special ids are fixed so every model agrees on them: pad 0, unk 1, bos 2, eos 3, mask 4.
+Byte fallback turns unseen characters into byte pieces, so any text encodes and decodes back
+unchanged (no normalisation is applied: what goes in comes out).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
+MASK_PIECE = "<mask>"
+TOKENIZER_FILE = "tokenizer.model"
+
+
+class Tokenizer:
+    """A sentencepiece BPE model with aiayn's special ids."""
+
+    pad_id, unk_id, bos_id, eos_id, mask_id = PAD, UNK, BOS, EOS, MASK
+
+    def __init__(self, processor: spm.SentencePieceProcessor, proto: bytes) -> None:
+        self.sp = processor
+        self.proto = proto
+        if (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id()) != (
+            PAD,
+            UNK,
+            BOS,
+            EOS,
+        ) or processor.piece_to_id(MASK_PIECE) != MASK:
+            raise ValueError(
+                "tokenizer does not use aiayn's special ids (pad 0, unk 1, bos 2, eos 3, mask 4)"
+            )
+
+    @classmethod
+    def train(
+        cls, texts: Iterable[str], vocab_size: int, seed_sentences: int = 2_000_000
+    ) -> Tokenizer:
+        """Train a BPE model of ``vocab_size`` pieces on ``texts`` (both languages, shared)."""
+        texts = [t for t in texts if t.strip()]
+        if not texts:
+            raise ValueError("cannot train a tokenizer on no text")
+        model = io.BytesIO()
+        try:
+            cls._train_bpe(texts, vocab_size, seed_sentences, model)
+        except RuntimeError as e:
+            raise ValueError(
+                f"could not train a {vocab_size}-piece tokenizer on {len(texts)} texts ({e}); "
+                "lower data.vocab_size (at least 262 with byte fallback) or add text"
+            ) from None
+        return cls.from_bytes(model.getvalue())
+
+    @staticmethod
+    def _train_bpe(texts: list[str], vocab_size: int, seed_sentences: int, model) -> None:
+        spm.set_random_generator_seed(1)  # the same texts give the same tokenizer
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            model_type="bpe",
+            vocab_size=vocab_size,
+            character_coverage=0.9995,  # rarer characters fall back to bytes
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            split_digits=True,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            user_defined_symbols=[MASK_PIECE],
+            input_sentence_size=seed_sentences,
+            shuffle_input_sentence=True,
+            num_threads=2,
+            minloglevel=2,
+        )
+
+    @classmethod
+    def from_bytes(cls, proto: bytes) -> Tokenizer:
+        sp = spm.SentencePieceProcessor()
+        sp.load_from_serialized_proto(proto)
+        return cls(sp, proto)
+
+    @classmethod
+    def load(cls, path: Path) -> Tokenizer:
+        path = Path(path)
+        if path.is_dir():
+            path = path / TOKENIZER_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no tokenizer here (a model directory holds one)")
+        try:
+            return cls.from_bytes(path.read_bytes())
+        except RuntimeError as e:
+            raise ValueError(f"{path}: not a sentencepiece model ({e})") from None
+
+    def save(self, path: Path) -> None:
+        from aiayn.modeldir import atomic_write
+
+        path = Path(path)
+        if path.is_dir():
+            path = path / TOKENIZER_FILE
+        atomic_write(path, lambda p: p.write_bytes(self.proto))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
+        """Token ids of each text, optionally framed by bos / eos."""
+        ids = self.sp.encode(list(texts))
+        head, tail = [BOS] if bos else [], [EOS] if eos else []
+        return [head + x + tail for x in ids]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Texts from ids; stops at the first eos and drops pad / bos / mask."""
+        clean = []
+        for seq in ids:
+            seq = list(seq)
+            if EOS in seq:
+                seq = seq[: seq.index(EOS)]
+            clean.append([t for t in seq if t not in (PAD, BOS, MASK)])
+        return self.sp.decode(clean)
+
+    def pieces(self, text: str) -> list[str]:
+        return self.sp.encode(text, out_type=str)

@@ -1,0 +1,84 @@
+"""Sampling with temperature, top-k and top-p (Phuong & Hutter 2022, Algorithm 14)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def filter_logits(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+    """Keep the ``top_k`` most likely tokens and the smallest set whose mass reaches ``top_p``.
+
+    ``logits`` (N, V); the rest become -inf. The most likely token always survives.
+    """
+    if top_k and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (N, V)
+        probs = sorted_logits.softmax(-1)
+        before = probs.cumsum(-1) - probs  # mass of the strictly better tokens
+        drop_sorted = before >= top_p
+        drop = drop_sorted.scatter(1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_next(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Draw one token per row of ``logits`` (N, V) from softmax(logits / temperature).
+
+    A temperature of 0 is greedy (argmax). Returns (N, 1).
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    if temperature == 0:
+        return logits.argmax(-1, keepdim=True)
+    logits = filter_logits(logits.float() / temperature, top_k, top_p)
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)  # (N, 1)
+
+
+@torch.no_grad()
+def generate(
+    model,
+    prompt: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    eos_id: int | None = None,
+    seed: int | None = None,
+) -> Tensor:
+    """Continue ``prompt`` (B, T) with a decoder-only model and its KV cache; (B, T + n).
+
+    Stops early when every row has produced ``eos_id``. With ``seed``, reproducible.
+    """
+    model.eval()
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=prompt.device).manual_seed(seed)
+    state = model.new_state()
+    limit = model.config.max_len if model.config.pos_encoding == "learned" else None
+    tokens, new = prompt, prompt
+    done = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
+    for _ in range(max_new_tokens):
+        if limit is not None and tokens.size(1) >= limit:
+            break
+        logits = model(new, state=state)[:, -1]  # (B, V)
+        new = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+        if eos_id is not None:
+            new = new.masked_fill(done[:, None], eos_id)
+            done |= new[:, 0] == eos_id
+        tokens = torch.cat([tokens, new], dim=1)
+        if eos_id is not None and done.all():
+            break
+    return tokens

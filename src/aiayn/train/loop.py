@@ -1,0 +1,279 @@
+"""The training loop (Phuong & Hutter 2022, Algorithm 11; Vaswani et al. 2017 §5).
+
+One loop for every run: token batches grouped by length, gradient accumulation, clipping,
+the warmup schedule, validation with keep-best, atomic checkpoints with exact resume, JSON-lines
+metrics, a progress bar and the curves at the end.
+
+Run directory layout::
+
+    run.json            the full run config
+    tokenizer.model     trained once at the start, reused on resume
+    checkpoints/        checkpoint-STEP.pt, the last K
+    metrics.jsonl       one JSON object per log line / validation
+    best/               model directory with the best validation loss
+    model/              the final model directory (averaged when train.average_last > 0)
+    curves.png          loss and learning-rate curves
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from aiayn.config import RunConfig
+from aiayn.data.parallel import encode_split, train_tokenizer
+from aiayn.data.tokenizer import PAD, Tokenizer
+from aiayn.model import build_model
+from aiayn.modeldir import save_model_dir, write_json
+from aiayn.train import checkpoint as ckpt
+from aiayn.train.objectives import evaluate_loss, seq2seq_loss
+from aiayn.train.optim import build_optimizer
+
+
+def save_translation_model(
+    directory: Path, model, tokenizer: Tokenizer, run: RunConfig, dtype=None, extra=None
+) -> None:
+    """A self-contained model directory: weights, config, tokenizer and the run config."""
+    directory = Path(directory)
+    save_model_dir(directory, model, dtype=dtype)
+    tokenizer.save(directory / "tokenizer.model")
+    write_json(directory / "run.json", {**run.to_dict(), **(extra or {})})
+
+
+class Trainer:
+    """Trains an encoder-decoder on a parallel corpus into ``out_dir``; resumable."""
+
+    def __init__(self, run: RunConfig, out_dir: Path, progress: bool = True) -> None:
+        self.run, self.out_dir, self.progress = run, Path(out_dir), progress
+        self.ckpt_dir = self.out_dir / "checkpoints"
+        self.metrics_path = self.out_dir / "metrics.jsonl"
+        tc = run.train
+        if tc.threads:
+            torch.set_num_threads(tc.threads)
+        torch.manual_seed(tc.seed)
+
+        existing = ckpt.list_checkpoints(self.ckpt_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._check_same_run(existing)
+        tok_path = self.out_dir / "tokenizer.model"
+        if tok_path.is_file():
+            self.tokenizer = Tokenizer.load(tok_path)
+        else:
+            self.tokenizer = train_tokenizer(run.data)
+            self.tokenizer.save(tok_path)
+        write_json(self.out_dir / "run.json", run.to_dict())
+
+        self.model_config = run.model.replace(
+            vocab_size=self.tokenizer.vocab_size, pad_id=PAD, family="encoder-decoder"
+        )
+        self.train_data = encode_split(run.data, self.tokenizer, "train", filter_long=True)
+        self.valid_data = encode_split(run.data, self.tokenizer, "valid", filter_long=False)
+        self.valid_batches = self.valid_data.batches(tc.max_tokens, shuffle=False)
+
+        self.model = build_model(self.model_config)
+        self.optimizer, self.scheduler = build_optimizer(self.model, tc, self.model_config.d_model)
+        self.step, self.epoch, self.batch_pos = 0, 0, 0
+        self.elapsed, self.best_valid = 0.0, math.inf
+        if existing:
+            self._resume(existing[-1])
+
+    def _check_same_run(self, existing: list[Path]) -> None:
+        saved = self.out_dir / "run.json"
+        if not existing or not saved.is_file():
+            return
+        old = json.loads(saved.read_text())
+        new = self.run.to_dict()
+        for section in ("model", "data"):
+            if json.loads(json.dumps(new[section])) != old.get(section):
+                diff = sorted(
+                    k
+                    for k in new[section]
+                    if json.loads(json.dumps(new[section][k])) != old[section].get(k)
+                )
+                raise ValueError(
+                    f"{self.out_dir} holds a run with a different [{section}] config "
+                    f"(differs in: {', '.join(diff)}); use a new output directory to start afresh"
+                )
+
+    def _resume(self, path: Path) -> None:
+        state = ckpt.load_checkpoint(path)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        ckpt.set_rng_state(state["rng"])
+        self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
+        self.elapsed, self.best_valid = state["elapsed"], state["best_valid"]
+        self.log({"event": "resume", "step": self.step, "checkpoint": path.name})
+
+    def log(self, record: dict) -> None:
+        with open(self.metrics_path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def save_checkpoint(self) -> Path:
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": ckpt.rng_state(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "batch_pos": self.batch_pos,
+            "elapsed": self.elapsed,
+            "best_valid": self.best_valid,
+            "run": self.run.to_dict(),
+        }
+        return ckpt.save_checkpoint(
+            self.ckpt_dir, self.step, state, self.run.train.keep_checkpoints
+        )
+
+    def validate(self) -> float:
+        loss, _ = evaluate_loss(self.model, self.valid_batches, PAD)
+        record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
+        record["valid_ppl"] = math.exp(min(loss, 50.0))
+        if loss < self.best_valid:
+            self.best_valid = loss
+            save_translation_model(self.out_dir / "best", self.model, self.tokenizer, self.run)
+            record["best"] = True
+        self.log(record)
+        return loss
+
+    def _out_of_budget(self) -> bool:
+        tc = self.run.train
+        return bool(
+            (tc.max_steps and self.step >= tc.max_steps)
+            or (tc.max_minutes and self.elapsed >= tc.max_minutes * 60)
+        )
+
+    def train_step(self, group: list) -> tuple[float, float, int]:
+        """One optimizer step over ``group`` (accumulated batches); loss per target token."""
+        tc = self.run.train
+        n_tokens = sum(b.n_tokens for b in group)
+        total, total_nll = 0.0, 0.0
+        for batch in group:
+            loss, nll, _ = seq2seq_loss(self.model, batch, tc.label_smoothing, PAD)
+            (loss / n_tokens).backward()
+            total += float(loss.detach())
+            total_nll += float(nll)
+        if tc.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return total / n_tokens, total_nll / n_tokens, n_tokens
+
+    def fit(self) -> dict:
+        tc = self.run.train
+        self.model.train()
+        stop = self._out_of_budget()
+        while self.epoch < tc.max_epochs and not stop:
+            batches = self.train_data.batches(tc.max_tokens, tc.seed, self.epoch)
+            groups = [
+                batches[i : i + tc.accum_steps] for i in range(0, len(batches), tc.accum_steps)
+            ]
+            bar = tqdm(
+                total=len(groups),
+                initial=self.batch_pos,
+                desc=f"epoch {self.epoch + 1}",
+                disable=not self.progress,
+                dynamic_ncols=True,
+                leave=False,
+            )
+            window = {
+                "loss": 0.0,
+                "nll": 0.0,
+                "tokens": 0,
+                "eff": 0.0,
+                "n": 0,
+                "t": time.perf_counter(),
+            }
+            while self.batch_pos < len(groups):
+                group = groups[self.batch_pos]
+                t0 = time.perf_counter()
+                loss, nll, n = self.train_step(group)
+                self.elapsed += time.perf_counter() - t0
+                self.batch_pos += 1
+                window["loss"] += loss * n
+                window["nll"] += nll * n
+                window["tokens"] += n
+                window["eff"] += sum(b.efficiency for b in group) / len(group)
+                window["n"] += 1
+                bar.update(1)
+                if self.step % tc.log_every == 0:
+                    self._log_window(window, bar)
+                if tc.valid_every and self.step % tc.valid_every == 0:
+                    self.validate()
+                    self.model.train()
+                if self.step % tc.checkpoint_every == 0:
+                    self.save_checkpoint()
+                if self._out_of_budget():
+                    stop = True
+                    break
+            bar.close()
+            if not stop:
+                self.epoch, self.batch_pos = self.epoch + 1, 0
+            if not tc.valid_every or stop:
+                self.validate()
+                self.model.train()
+        self.save_checkpoint()
+        return self.finish()
+
+    def _log_window(self, window: dict, bar) -> None:
+        now = time.perf_counter()
+        tokens = max(window["tokens"], 1)
+        record = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "loss": window["loss"] / tokens,
+            "nll": window["nll"] / tokens,
+            "lr": self.scheduler.get_last_lr()[0],
+            "tokens_per_s": tokens / max(now - window["t"], 1e-9),
+            "padding_efficiency": window["eff"] / max(window["n"], 1),
+            "elapsed_s": self.elapsed,
+        }
+        self.log(record)
+        bar.set_postfix(
+            loss=f"{record['loss']:.3f}",
+            lr=f"{record['lr']:.2e}",
+            tok_s=f"{record['tokens_per_s']:.0f}",
+        )
+        window.update(loss=0.0, nll=0.0, tokens=0, eff=0.0, n=0, t=now)
+
+    def finish(self) -> dict:
+        """Write the final model (averaged if asked), the curves, and return a summary."""
+        tc = self.run.train
+        model = self.model
+        if tc.average_last:
+            paths = ckpt.list_checkpoints(self.ckpt_dir)[-tc.average_last :]
+            model = build_model(self.model_config)
+            model.load_state_dict(ckpt.average_checkpoints(paths))
+        model.eval()
+        valid_loss, _ = evaluate_loss(model, self.valid_batches, PAD)
+        summary = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "train_minutes": self.elapsed / 60,
+            "valid_loss": valid_loss,
+            "valid_ppl": math.exp(min(valid_loss, 50.0)),
+            "best_valid_loss": self.best_valid,
+            "averaged_checkpoints": tc.average_last,
+            "parameters": sum(p.numel() for p in model.parameters()),
+        }
+        save_translation_model(
+            self.out_dir / "model", model, self.tokenizer, self.run, extra={"summary": summary}
+        )
+        self.log({"event": "finish", **summary})
+        from aiayn.viz import plot_curves
+
+        plot_curves(self.metrics_path, self.out_dir / "curves.png")
+        return summary
+
+
+def train(run: RunConfig, out_dir: Path, progress: bool = True) -> dict:
+    """Train (or resume) the run in ``out_dir`` and return its summary."""
+    return Trainer(run, out_dir, progress).fit()

@@ -1,0 +1,104 @@
+"""Plots: training curves and attention maps (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_metrics(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plot_curves(metrics_path: Path, png_path: Path) -> None:
+    """Training loss, validation loss and learning rate against optimizer steps."""
+    records = read_metrics(metrics_path)
+    train = [r for r in records if "loss" in r]
+    valid = [r for r in records if "valid_loss" in r]
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        ax_loss.plot([r["step"] for r in train], [r["nll"] for r in train], label="train NLL")
+        ax_loss.plot(
+            [r["step"] for r in train],
+            [r["loss"] for r in train],
+            label="train loss (smoothed)",
+            alpha=0.5,
+        )
+        ax_lr.plot([r["step"] for r in train], [r["lr"] for r in train])
+    if valid:
+        ax_loss.plot(
+            [r["step"] for r in valid], [r["valid_loss"] for r in valid], "o-", label="valid NLL"
+        )
+    ax_loss.set(xlabel="step", ylabel="nats per target token", title="loss")
+    ax_loss.legend()
+    ax_loss.grid(alpha=0.3)
+    ax_lr.set(xlabel="step", ylabel="learning rate", title="learning rate")
+    ax_lr.grid(alpha=0.3)
+    fig.tight_layout()
+    Path(png_path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+
+
+def _heatmap_grid(maps, x_labels, y_labels, title, png_path):
+    """maps: list over layers of (H, T_q, T_k) arrays; one row per layer, one column per head."""
+    n_layers, n_heads = len(maps), maps[0].shape[0]
+    cell = max(2.2, 0.22 * max(len(x_labels), len(y_labels)))
+    fig, axes = plt.subplots(
+        n_layers, n_heads, figsize=(cell * n_heads + 1, cell * n_layers + 1), squeeze=False
+    )
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer][head]
+            ax.imshow(maps[layer][head], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(x_labels)), x_labels, rotation=90, fontsize=7)
+            ax.set_yticks(range(len(y_labels)), y_labels, fontsize=7)
+            ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=90)
+    plt.close(fig)
+
+
+def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attention: bool = False):
+    """Translate ``sentence`` greedily and plot its cross-attention (per layer and head).
+
+    With ``self_attention``, also writes ``*-encoder.png`` and ``*-decoder.png`` beside it.
+    Returns the path of the cross-attention PNG.
+    """
+    import torch
+
+    from aiayn.data.tokenizer import BOS, EOS
+    from aiayn.infer.greedy import greedy_decode
+
+    src_ids = tokenizer.encode([sentence])[0][: model.config.max_len - 1] + [EOS]
+    src = torch.tensor([src_ids])
+    hyp = [t for t in greedy_decode(model, src)[0].tolist() if t != 0]
+    tgt_in = torch.tensor([[BOS] + hyp[:-1]])  # row i predicts hyp[i]
+    record: dict = {}
+    with torch.no_grad():
+        model(src, tgt_in, attention=record)
+    piece = tokenizer.sp.id_to_piece
+    src_labels = [piece(t) for t in src_ids]
+    out_labels = [piece(t) for t in hyp]
+    in_labels = [piece(t) for t in tgt_in[0].tolist()]
+    translation = tokenizer.decode([hyp])[0]
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    maps = [w[0].numpy() for w in record["cross"]]
+    _heatmap_grid(
+        maps, src_labels, out_labels, f"cross-attention: {sentence} -> {translation}", png_path
+    )
+    if self_attention:
+        stem = png_path.with_suffix("")
+        enc = [w[0].numpy() for w in record["encoder"]]
+        _heatmap_grid(enc, src_labels, src_labels, "encoder self-attention", f"{stem}-encoder.png")
+        dec = [w[0].numpy() for w in record["decoder_self"]]
+        _heatmap_grid(dec, in_labels, in_labels, "decoder self-attention", f"{stem}-decoder.png")
+    return png_path

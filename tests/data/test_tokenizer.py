@@ -1,0 +1,53 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, Tokenizer
+
+TEXTS = [
+    "Das Haus ist sehr alt.",
+    "The house is very old.",
+    "Ich habe heute keine Zeit für dich.",
+    "I have no time for you today.",
+] * 40
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.train(TEXTS, vocab_size=320)
+
+
+def test_special_ids_are_fixed(tokenizer):
+    sp = tokenizer.sp
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (PAD, UNK, BOS, EOS)
+    assert sp.id_to_piece(MASK) == "<mask>"
+    ids = tokenizer.encode(["Das Haus."], bos=True, eos=True)[0]
+    assert ids[0] == BOS and ids[-1] == EOS
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_decode_encode_round_trips_any_text(tokenizer, text):
+    # byte fallback: unseen characters (emoji, CJK, controls) still come back unchanged
+    assert tokenizer.decode(tokenizer.encode([text]))[0] == text
+
+
+def test_decode_stops_at_eos_and_drops_specials(tokenizer):
+    ids = tokenizer.encode(["Das Haus."])[0]
+    assert tokenizer.decode([[BOS] + ids + [EOS] + ids + [PAD]])[0] == "Das Haus."
+
+
+def test_save_load_and_bad_files(tokenizer, tmp_path):
+    tokenizer.save(tmp_path / "tokenizer.model")
+    loaded = Tokenizer.load(tmp_path)
+    assert loaded.encode(["Zeit für dich"]) == tokenizer.encode(["Zeit für dich"])
+    with pytest.raises(FileNotFoundError, match="no tokenizer"):
+        Tokenizer.load(tmp_path / "elsewhere")
+    (tmp_path / "bad.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="bad.model: not a sentencepiece model"):
+        Tokenizer.load(tmp_path / "bad.model")
+
+
+def test_too_large_vocabulary_is_a_clear_error():
+    with pytest.raises(ValueError, match="vocab_size"):
+        Tokenizer.train(TEXTS[:4], vocab_size=5000)

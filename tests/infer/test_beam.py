@@ -1,0 +1,130 @@
+"""Beam search against a scripted decoder with hand-set step probabilities, and against greedy."""
+
+import math
+
+import pytest
+import torch
+
+from aiayn import build_model
+from aiayn.data.tokenizer import BOS, EOS
+from aiayn.infer.beam import beam_decode, beam_search, best_tokens, length_penalty
+from aiayn.infer.greedy import greedy_decode
+
+V = 8  # ids: 0 pad, 1 unk, 2 bos, 3 eos, 4.. words
+A, B, C = 4, 5, 6
+
+
+class Scripted:
+    """Next-token probabilities keyed by the prefix generated so far (bos excluded)."""
+
+    def __init__(self, table: dict[tuple, dict[int, float]], batch: int, beam: int):
+        self.table, self.k = table, beam
+        self.prefixes = [() for _ in range(batch * beam)]
+
+    def step(self, last: torch.Tensor) -> torch.Tensor:
+        out = torch.full((len(self.prefixes), V), -1e9)
+        for row, token in enumerate(last[:, 0].tolist()):
+            if token != BOS:
+                self.prefixes[row] = self.prefixes[row] + (token,)
+            probs = self.table.get(self.prefixes[row], {EOS: 1.0})
+            for t, p in probs.items():
+                out[row, t] = math.log(p)
+        return out
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.prefixes = [self.prefixes[i] for i in index.tolist()]
+
+
+def run(table, beam, alpha, max_len=10, nbest=1, batch=1):
+    s = Scripted(table, batch, beam)
+    return beam_search(s.step, s.reorder, batch, beam, torch.tensor(max_len), alpha, nbest)
+
+
+def test_expected_hypotheses_and_scores():
+    table = {
+        (): {A: 0.6, B: 0.4},
+        (A,): {EOS: 0.3, C: 0.7},
+        (B,): {EOS: 0.9, C: 0.1},
+        (A, C): {EOS: 1.0},
+        (B, C): {EOS: 1.0},
+    }
+    hyps = run(table, beam=2, alpha=0.0, nbest=2)[0]
+    # A C eos: .6*.7 = .42 ; B eos: .4*.9 = .36 ; A eos: .18 ; B C eos: .04
+    assert [h.tokens for h in hyps] == [[A, C, EOS], [B, EOS]]
+    assert hyps[0].log_prob == pytest.approx(math.log(0.42), abs=1e-5)
+    assert hyps[1].score == pytest.approx(math.log(0.36), abs=1e-5)
+
+
+def test_length_penalty_lets_a_longer_hypothesis_win():
+    # short: eos right away with p=.5 ; long: A A A A eos with p=.45 in all
+    table = {(): {EOS: 0.5, A: 0.5}}
+    table.update({(A,) * n: {A: 0.98, EOS: 0.02} for n in range(1, 4)})
+    table[(A,) * 4] = {EOS: 0.94}
+    short, long_ = math.log(0.5), math.log(0.5 * 0.98**3 * 0.94)
+    assert long_ < short  # without a penalty the short one wins...
+    assert run(table, beam=2, alpha=0.0)[0][0].tokens == [EOS]
+    # ...with alpha = 1.5 the normalised long one wins, though it ends long after the short one
+    assert long_ / length_penalty(5, 1.5) > short / length_penalty(1, 1.5)
+    best = run(table, beam=2, alpha=1.5)[0][0]
+    assert best.tokens == [A, A, A, A, EOS]
+    assert best.score == pytest.approx(long_ / length_penalty(5, 1.5), abs=1e-5)
+
+
+def test_max_len_cuts_live_hypotheses():
+    table = {(A,) * n: {A: 1.0} for n in range(0, 20)}
+    hyp = run(table, beam=2, alpha=0.6, max_len=3)[0][0]
+    assert hyp.tokens == [A, A, A]
+
+
+def test_batched_scripted_sentences_are_independent():
+    table = {(): {A: 0.6, B: 0.4}, (A,): {EOS: 1.0}, (B,): {EOS: 1.0}}
+    hyps = run(table, beam=3, alpha=0.6, batch=3)
+    assert all(h[0].tokens == [A, EOS] for h in hyps)
+
+
+@pytest.fixture(scope="module")
+def trained_copy_model():
+    """A tiny model trained briefly on a copy task, so its distributions are peaked."""
+    from aiayn import ModelConfig
+
+    torch.manual_seed(0)
+    config = ModelConfig.preset("tiny", dropout=0.0, embedding_dropout=0.0, vocab_size=16)
+    model = build_model(config)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        src = torch.randint(4, 16, (32, 6))
+        tgt_in = torch.cat([torch.full((32, 1), BOS), src], 1)
+        tgt_out = torch.cat([src, torch.full((32, 1), EOS)], 1)
+        loss = torch.nn.functional.cross_entropy(
+            model(src, tgt_in).flatten(0, 1), tgt_out.flatten()
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def test_beam_one_equals_greedy(trained_copy_model):
+    src = torch.randint(4, 16, (5, 6))
+    greedy = greedy_decode(trained_copy_model, src, max_len_offset=4)
+    beam = best_tokens(beam_decode(trained_copy_model, src, beam=1, alpha=0.0, max_len_offset=4))
+    width = max(greedy.size(1), beam.size(1))
+    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.size(1)))  # noqa: E731
+    assert torch.equal(pad(greedy), pad(beam))
+
+
+def test_batched_beam_equals_one_by_one(trained_copy_model):
+    src = torch.tensor([[5, 6, 7, 8, 0, 0], [9, 10, 11, 12, 13, 14], [4, 4, 5, 0, 0, 0]])
+    batched = beam_decode(trained_copy_model, src, beam=4, nbest=3)
+    for i in range(3):
+        one = beam_decode(
+            trained_copy_model, src[i : i + 1, : int((src[i] != 0).sum())], beam=4, nbest=3
+        )
+        assert [h.tokens for h in batched[i]] == [h.tokens for h in one[0]]
+        for a, b in zip(batched[i], one[0], strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-4)
+
+
+def test_beam_finds_the_copy(trained_copy_model):
+    src = torch.tensor([[5, 9, 7, 12, 4, 15]])
+    assert beam_decode(trained_copy_model, src, beam=4)[0][0].tokens == [5, 9, 7, 12, 4, 15, EOS]

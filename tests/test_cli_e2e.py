@@ -1,0 +1,160 @@
+"""End to end through the command line: prepare, train, translate, evaluate; and bad input."""
+
+import io
+import json
+import shutil
+
+import pytest
+
+from aiayn.cli import main
+from tests.conftest import tiny_run_overrides
+
+
+def sets(overrides):
+    return [arg for o in overrides for arg in ("--set", o)]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from tests.conftest import write_sample_corpus
+
+    root = tmp_path_factory.mktemp("e2e")
+    corpus = write_sample_corpus(root / "corpus")
+    run = root / "run"
+    argv = ["train", "--out", str(run), "--quiet"] + sets(tiny_run_overrides(corpus, max_steps=8))
+    assert main(argv) == 0
+    return corpus, run
+
+
+def test_prepare_uses_the_bundled_corpus(capsys):
+    assert main(["prepare", "ding-de-en"]) == 0
+    out = capsys.readouterr().out
+    assert "bundled corpus" in out
+    assert json.loads(out[out.index("{") :])["test"] >= 1000
+
+
+def test_translate_reads_stdin_keeps_order(trained, monkeypatch, capsys):
+    _, run = trained
+    lines = ["Das ist gut.", "", "Ich habe heute keine Zeit für dich, mein Freund."]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert main(["translate", str(run / "model")]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 3
+    assert "sentences/s" in captured.err
+
+
+def test_evaluate_reports_sacrebleu_and_chrf(trained, capsys, tmp_path):
+    corpus, run = trained
+    hyp = tmp_path / "hyp.txt"
+    argv = ["evaluate", str(run / "model"), "--split", "test", "--output", str(hyp)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out[: out.index("}") + 1])
+    assert result["sentences"] == 40 and 0 <= result["bleu"] <= 100
+    assert result["bleu_signature"].startswith("nrefs:1") and "tok:13a" in result["bleu_signature"]
+    assert "nc:6" in result["chrf_signature"]  # chrF with character 6-grams
+    assert len(hyp.read_text().splitlines()) == 40
+    assert "hypothesis:" in out
+
+
+def test_unknown_config_key_is_named(capsys, tmp_path):
+    assert main(["train", "--out", str(tmp_path), "--set", "train.learning_rate=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key(s) train.learning_rate" in err and "lr_scale" in err
+
+
+def test_out_of_range_value_is_named(capsys, tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("[model]\npreset = 'tiny'\ndropout = 1.5\n")
+    assert main(["train", str(config), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and "dropout must be in [0.0, 1.0)" in err
+    assert not (tmp_path / "r").exists()  # nothing written
+
+
+def test_changed_model_config_does_not_overwrite_a_run(trained, capsys):
+    corpus, run = trained
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    argv = ["train", "--out", str(run), "--quiet"]
+    argv += sets(tiny_run_overrides(corpus, max_steps=8) + ["model.d_ff=48"])
+    assert main(argv) == 2
+    assert "different [model] config" in capsys.readouterr().err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+
+
+def test_model_directory_without_tokenizer_is_named(trained, capsys, tmp_path, monkeypatch):
+    _, run = trained
+    broken = tmp_path / "model"
+    shutil.copytree(run / "model", broken)
+    (broken / "tokenizer.model").unlink()
+    monkeypatch.setattr("sys.stdin", io.StringIO("Hallo.\n"))
+    assert main(["translate", str(broken)]) == 2
+    assert "tokenizer.model: no tokenizer" in capsys.readouterr().err
+
+
+def test_mismatched_parallel_files_are_named(capsys, tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    import gzip
+
+    for split in ("train", "valid", "test"):
+        (corpus / f"{split}.de.gz").write_bytes(gzip.compress(b"a\nb\nc\n"))
+        (corpus / f"{split}.en.gz").write_bytes(gzip.compress(b"a\nb\n"))
+    assert main(["train", "--out", str(tmp_path / "r"), "--set", f'data.corpus="{corpus}"']) == 2
+    err = capsys.readouterr().err
+    assert "train.de.gz" in err and "train.en.gz" in err and "3" in err and "2" in err
+
+
+def test_prepare_files_imports_user_data(tmp_path, capsys):
+    (tmp_path / "a.de").write_text("Hallo Welt.\nGuten Morgen.\n")
+    (tmp_path / "a.en").write_text("Hello world.\nGood morning.\n")
+    (tmp_path / "b.tsv").write_text("Danke.\tThanks.\n")
+    out = tmp_path / "corpus"
+    argv = ["prepare", "files", "--out", str(out)]
+    argv += ["--split", f"train={tmp_path / 'a.de'},{tmp_path / 'a.en'}"]
+    argv += ["--split", f"valid={tmp_path / 'b.tsv'}"]
+    assert main(argv) == 0
+    from aiayn.data.corpora import load_split
+
+    assert load_split(out, "train") == [
+        ("Hallo Welt.", "Hello world."),
+        ("Guten Morgen.", "Good morning."),
+    ]
+    assert load_split(out, "valid") == [("Danke.", "Thanks.")]
+    (tmp_path / "bad.tsv").write_text("no tab here\n")
+    assert (
+        main(["prepare", "files", "--out", str(out), "--split", f"test={tmp_path / 'bad.tsv'}"])
+        == 2
+    )
+    assert "bad.tsv" in capsys.readouterr().err
+
+
+def test_translate_with_beam_and_nbest(trained, monkeypatch, capsys):
+    _, run = trained
+    monkeypatch.setattr("sys.stdin", io.StringIO("Das ist gut.\nIch komme morgen.\n"))
+    assert main(["translate", str(run / "model"), "--beam", "3", "--nbest", "2"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "1", "1"]
+    assert float(rows[0][1]) >= float(rows[1][1])  # best first
+    monkeypatch.setattr("sys.stdin", io.StringIO("Das ist gut.\n"))
+    assert main(["translate", str(run / "model"), "--beam", "2", "--nbest", "3"]) == 2
+    assert "--nbest (3) cannot exceed --beam (2)" in capsys.readouterr().err
+
+
+def test_average_writes_a_model_directory(trained, tmp_path, capsys):
+    _, run = trained
+    out = tmp_path / "avg"
+    assert main(["average", str(run), "--last", "2", "--out", str(out)]) == 0
+    assert "averaged 2 checkpoints" in capsys.readouterr().out
+    from aiayn.modeldir import load_model_dir
+
+    assert load_model_dir(out).config.d_model == 32
+    assert (out / "tokenizer.model").is_file()
+
+
+def test_attention_writes_heatmaps(trained, tmp_path, capsys):
+    _, run = trained
+    png = tmp_path / "attn.png"
+    assert main(["attention", str(run / "model"), "Das ist gut.", "--out", str(png), "--self"]) == 0
+    for p in (png, tmp_path / "attn-encoder.png", tmp_path / "attn-decoder.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

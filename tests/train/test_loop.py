@@ -1,0 +1,48 @@
+"""The training loop: exact resume and the run directory it writes."""
+
+import json
+
+import torch
+
+from aiayn.config import load_run_config
+from aiayn.train import checkpoint as ckpt
+from aiayn.train.loop import Trainer
+from tests.conftest import tiny_run_overrides
+
+
+def final_weights(run_dir):
+    return ckpt.load_checkpoint(ckpt.list_checkpoints(run_dir / "checkpoints")[-1])["model"]
+
+
+def test_stopped_and_resumed_equals_uninterrupted_bit_for_bit(sample_corpus, tmp_path):
+    # dropout on, so the restored RNG state matters too
+    common = tiny_run_overrides(sample_corpus) + ["model.dropout=0.2", "train.accum_steps=2"]
+    full = load_run_config(None, common + ["train.max_steps=14"])
+    Trainer(full, tmp_path / "full", progress=False).fit()
+
+    first = load_run_config(None, common + ["train.max_steps=9"])
+    Trainer(first, tmp_path / "split", progress=False).fit()
+    again = load_run_config(None, common + ["train.max_steps=14"])
+    trainer = Trainer(again, tmp_path / "split", progress=False)
+    assert trainer.step == 9
+    trainer.fit()
+
+    a, b = final_weights(tmp_path / "full"), final_weights(tmp_path / "split")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_run_directory_holds_everything(sample_corpus, tmp_path):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=6, average_last=2))
+    summary = Trainer(run, tmp_path, progress=False).fit()
+    for name in ("run.json", "tokenizer.model", "metrics.jsonl", "curves.png"):
+        assert (tmp_path / name).is_file(), name
+    for d in ("model", "best"):
+        assert {"config.json", "model.safetensors", "tokenizer.model"} <= {
+            p.name for p in (tmp_path / d).iterdir()
+        }
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
+    assert any("tokens_per_s" in r and "padding_efficiency" in r for r in records)
+    assert any("valid_loss" in r for r in records)
+    assert summary["step"] == 6 and summary["averaged_checkpoints"] == 2
