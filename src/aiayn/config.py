@@ -213,6 +213,7 @@ class TrainConfig:
     keep_checkpoints: int = 5
     average_last: int = 0  # average the last K checkpoints into the final model (0 = off)
     threads: int = 0  # torch intra-op threads; 0 = torch's default
+    init_from: str = ""  # a model directory to start from (its weights and tokenizer)
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "accum_steps", "warmup", "max_epochs", "seed"):

@@ -128,3 +128,19 @@ def test_batched_beam_equals_one_by_one(trained_copy_model):
 def test_beam_finds_the_copy(trained_copy_model):
     src = torch.tensor([[5, 9, 7, 12, 4, 15]])
     assert beam_decode(trained_copy_model, src, beam=4)[0][0].tokens == [5, 9, 7, 12, 4, 15, EOS]
+
+
+def test_cached_greedy_makes_the_same_tokens_as_recomputing(trained_copy_model):
+    model = trained_copy_model
+    src = torch.tensor([[5, 9, 7, 12, 0, 0], [4, 15, 6, 6, 8, 11]])
+    cached = greedy_decode(model, src, max_len_offset=3)
+    memory, src_mask = model.encode(src)
+    tokens = torch.full((2, 1), BOS)
+    for _ in range(cached.size(1)):  # recompute the whole prefix at every step, no cache
+        logits = model.decode(tokens, memory, src_mask)[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], 1)
+    done = torch.zeros(2, dtype=torch.bool)
+    for t in range(cached.size(1)):  # compare up to each row's eos
+        live = ~done
+        assert torch.equal(cached[live, t], tokens[live, t + 1])
+        done |= cached[:, t] == EOS

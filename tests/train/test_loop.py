@@ -46,3 +46,24 @@ def test_run_directory_holds_everything(sample_corpus, tmp_path):
     assert any("tokens_per_s" in r and "padding_efficiency" in r for r in records)
     assert any("valid_loss" in r for r in records)
     assert summary["step"] == 6 and summary["averaged_checkpoints"] == 2
+
+
+def test_init_from_starts_at_a_model_directory(sample_corpus, tmp_path):
+    first = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=4))
+    Trainer(first, tmp_path / "a", progress=False).fit()
+    overrides = tiny_run_overrides(sample_corpus, max_steps=4)
+    overrides.append(f'train.init_from="{tmp_path / "a" / "model"}"')
+    trainer = Trainer(load_run_config(None, overrides), tmp_path / "b", progress=False)
+    from aiayn.modeldir import load_model_dir
+
+    start = load_model_dir(tmp_path / "a" / "model").state_dict()
+    for k, v in trainer.model.state_dict().items():
+        assert torch.equal(v, start[k]), k
+    assert (tmp_path / "b" / "tokenizer.model").read_bytes() == (
+        tmp_path / "a" / "tokenizer.model"
+    ).read_bytes()
+    wrong = overrides + ["model.d_ff=48"]
+    import pytest
+
+    with pytest.raises(ValueError, match="init_from=.*differs from this run's in d_ff"):
+        Trainer(load_run_config(None, wrong), tmp_path / "c", progress=False)

@@ -63,6 +63,9 @@ class Trainer:
         tok_path = self.out_dir / "tokenizer.model"
         if tok_path.is_file():
             self.tokenizer = Tokenizer.load(tok_path)
+        elif tc.init_from:
+            self.tokenizer = Tokenizer.load(Path(tc.init_from))
+            self.tokenizer.save(tok_path)
         else:
             self.tokenizer = train_tokenizer(run.data)
             self.tokenizer.save(tok_path)
@@ -81,6 +84,8 @@ class Trainer:
         self.elapsed, self.best_valid = 0.0, math.inf
         if existing:
             self._resume(existing[-1])
+        elif tc.init_from:
+            self._init_from(Path(tc.init_from))
 
     def _check_same_run(self, existing: list[Path]) -> None:
         saved = self.out_dir / "run.json"
@@ -99,6 +104,22 @@ class Trainer:
                     f"{self.out_dir} holds a run with a different [{section}] config "
                     f"(differs in: {', '.join(diff)}); use a new output directory to start afresh"
                 )
+
+    def _init_from(self, directory: Path) -> None:
+        """Start from the weights of a model directory (fine-tuning, or continuing a model)."""
+        from aiayn.modeldir import load_model_dir
+
+        source = load_model_dir(directory)
+        if source.config != self.model_config:
+            diff = sorted(
+                k for k, v in self.model_config.to_dict().items() if source.config.to_dict()[k] != v
+            )
+            raise ValueError(
+                f"train.init_from={directory}: its model config differs from this run's in "
+                f"{', '.join(diff)}"
+            )
+        self.model.load_state_dict(source.state_dict())
+        self.log({"event": "init_from", "model_dir": str(directory)})
 
     def _resume(self, path: Path) -> None:
         state = ckpt.load_checkpoint(path)
