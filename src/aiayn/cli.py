@@ -85,11 +85,11 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def _load(model_dir: str):
-    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.data.tokenizer import load_tokenizer
     from aiayn.modeldir import load_model_dir
 
     model = load_model_dir(model_dir)
-    tokenizer = Tokenizer.load(Path(model_dir))
+    tokenizer = load_tokenizer(Path(model_dir))
     return model, tokenizer
 
 
@@ -131,10 +131,11 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def cmd_average(args: argparse.Namespace) -> None:
     from aiayn.config import RunConfig
-    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.data.tokenizer import load_tokenizer
     from aiayn.model import build_model
     from aiayn.train import checkpoint as ckpt
-    from aiayn.train.loop import save_translation_model
+    from aiayn.train.loop import save_trained_model
+    from aiayn.train.tasks import make_task
 
     run_dir = Path(args.run_dir)
     paths = ckpt.list_checkpoints(run_dir / "checkpoints")
@@ -145,16 +146,45 @@ def cmd_average(args: argparse.Namespace) -> None:
     paths = paths[-args.last :]
     state = ckpt.load_checkpoint(paths[-1])
     run = RunConfig.from_dict(state["run"])
-    tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
-    model = build_model(
-        run.model.replace(vocab_size=tokenizer.vocab_size, family="encoder-decoder")
-    )
+    tokenizer = load_tokenizer(run_dir)
+    family = make_task(run).family
+    model = build_model(run.model.replace(vocab_size=tokenizer.vocab_size, family=family))
     model.load_state_dict(ckpt.average_checkpoints(paths))
     extra = {"averaged": [p.name for p in paths]}
-    save_translation_model(Path(args.out), model.eval(), tokenizer, run, extra=extra)
+    save_trained_model(Path(args.out), model.eval(), tokenizer, run, extra=extra)
     print(
         f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
     )
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    import torch
+
+    from aiayn.infer.sampling import generate
+
+    model, tokenizer = _load(args.model_dir)
+    if model.config.family != "decoder-only":
+        raise ValueError(
+            f"{args.model_dir} holds a {model.config.family} model; generate needs a decoder-only one"
+        )
+    prompt = tokenizer.encode([args.prompt])[0] or [tokenizer.bos_id]
+    limit = model.config.max_len
+    if model.config.pos_encoding == "learned" and len(prompt) >= limit:
+        print(
+            f"warning: prompt truncated to its last {limit - 1} tokens (model.max_len)",
+            file=sys.stderr,
+        )
+        prompt = prompt[-(limit - 1) :]
+    out = generate(
+        model,
+        torch.tensor([prompt]),
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
+    print(tokenizer.decode([out[0].tolist()])[0])
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -243,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--last", type=int, default=5)
     p.add_argument("--out", required=True, help="model directory to write")
     p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("generate", help="continue a prompt with a decoder-only model")
+    p.add_argument("model_dir")
+    p.add_argument("--prompt", default="", help="text to continue")
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=0, help="0 = no top-k filter")
+    p.add_argument("--top-p", type=float, default=1.0, help="1 = no nucleus filter")
+    p.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
     p.add_argument("model_dir")

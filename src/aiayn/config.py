@@ -169,20 +169,34 @@ class ModelConfig:
         return from_dict(cls, data, where="model")
 
 
+TASKS = ("translation", "lm")
+TOKENIZERS = ("bpe", "char")
+
+
 @dataclass(frozen=True)
 class DataConfig:
-    """Where the parallel corpus lives and how it is tokenized."""
+    """The task, where its corpus lives and how it is tokenized.
 
+    ``translation``: a parallel corpus ``{split}.{src_lang,tgt_lang}.gz``; ``lm``: running text
+    ``{split}.txt.gz`` cut into blocks of ``block_size`` tokens.
+    """
+
+    task: str = "translation"
     corpus: str = "data/ding-de-en"
     src_lang: str = "de"
     tgt_lang: str = "en"
     extra_train: tuple[str, ...] = ()  # further splits of the corpus added to training
     train_repeat: int = 1  # copies of the train split per epoch (to weigh it against extras)
-    vocab_size: int = 8000
+    tokenizer: str = "bpe"
+    vocab_size: int = 8000  # BPE only; a character vocabulary is what the text holds
     max_len: int = 128  # training pairs with a longer side (in tokens) are dropped
+    block_size: int = 256  # lm: tokens of context per training example
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra_train", tuple(self.extra_train))
+        _check_choice("data.task", self.task, TASKS)
+        _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
+        _check_int("data.block_size", self.block_size, 2)
         _check_int("data.vocab_size", self.vocab_size, 16)
         _check_int("data.train_repeat", self.train_repeat, 1)
         _check_int("data.max_len", self.max_len, 2)

@@ -38,7 +38,7 @@ def test_decode_stops_at_eos_and_drops_specials(tokenizer):
 
 
 def test_save_load_and_bad_files(tokenizer, tmp_path):
-    tokenizer.save(tmp_path / "tokenizer.model")
+    tokenizer.save(tmp_path)
     loaded = Tokenizer.load(tmp_path)
     assert loaded.encode(["Zeit für dich"]) == tokenizer.encode(["Zeit für dich"])
     with pytest.raises(FileNotFoundError, match="no tokenizer"):

@@ -96,13 +96,11 @@ class Tokenizer:
         except RuntimeError as e:
             raise ValueError(f"{path}: not a sentencepiece model ({e})") from None
 
-    def save(self, path: Path) -> None:
+    def save(self, directory: Path) -> None:
+        """Write ``tokenizer.model`` into ``directory`` (atomically)."""
         from aiayn.modeldir import atomic_write
 
-        path = Path(path)
-        if path.is_dir():
-            path = path / TOKENIZER_FILE
-        atomic_write(path, lambda p: p.write_bytes(self.proto))
+        atomic_write(Path(directory) / TOKENIZER_FILE, lambda p: p.write_bytes(self.proto))
 
     @property
     def vocab_size(self) -> int:
@@ -126,3 +124,72 @@ class Tokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
+
+
+CHAR_TOKENIZER_FILE = "tokenizer.json"
+SPECIALS = ("<pad>", "<unk>", "<s>", "</s>", MASK_PIECE)
+
+
+class CharTokenizer:
+    """One id per character, after the five special ids; unseen characters map to unk."""
+
+    pad_id, unk_id, bos_id, eos_id, mask_id = PAD, UNK, BOS, EOS, MASK
+
+    def __init__(self, chars: list[str]) -> None:
+        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise ValueError("a character vocabulary needs distinct single characters")
+        self.chars = list(chars)
+        self.index = {c: i + len(SPECIALS) for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def train(cls, texts: Iterable[str]) -> CharTokenizer:
+        return cls(sorted(set("".join(texts))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(SPECIALS) + len(self.chars)
+
+    def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
+        head, tail = [BOS] if bos else [], [EOS] if eos else []
+        return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        out = []
+        for seq in ids:
+            seq = list(seq)
+            if EOS in seq:
+                seq = seq[: seq.index(EOS)]
+            n = len(SPECIALS)
+            out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
+        return out
+
+    def save(self, directory: Path) -> None:
+        import json
+
+        from aiayn.modeldir import atomic_write
+
+        data = json.dumps({"kind": "char", "chars": self.chars}, ensure_ascii=False)
+        atomic_write(Path(directory) / CHAR_TOKENIZER_FILE, lambda p: p.write_text(data))
+
+    @classmethod
+    def load(cls, path: Path) -> CharTokenizer:
+        import json
+
+        try:
+            data = json.loads(Path(path).read_text())
+            return cls(data["chars"])
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a character tokenizer ({e})") from None
+
+
+def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
+    """The tokenizer saved in a model or run directory (BPE or character)."""
+    directory = Path(directory)
+    if (directory / CHAR_TOKENIZER_FILE).is_file():
+        return CharTokenizer.load(directory / CHAR_TOKENIZER_FILE)
+    return Tokenizer.load(directory / TOKENIZER_FILE if directory.is_dir() else directory)
+
+
+def has_tokenizer(directory: Path) -> bool:
+    directory = Path(directory)
+    return (directory / TOKENIZER_FILE).is_file() or (directory / CHAR_TOKENIZER_FILE).is_file()

@@ -26,27 +26,27 @@ import torch
 from tqdm import tqdm
 
 from aiayn.config import RunConfig
-from aiayn.data.parallel import encode_split, train_tokenizer
-from aiayn.data.tokenizer import PAD, Tokenizer
+from aiayn.data.tokenizer import PAD, has_tokenizer, load_tokenizer
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
-from aiayn.train.objectives import evaluate_loss, seq2seq_loss
+from aiayn.train.objectives import evaluate_loss
 from aiayn.train.optim import build_optimizer
+from aiayn.train.tasks import make_task
 
 
-def save_translation_model(
-    directory: Path, model, tokenizer: Tokenizer, run: RunConfig, dtype=None, extra=None
+def save_trained_model(
+    directory: Path, model, tokenizer, run: RunConfig, dtype=None, extra=None
 ) -> None:
     """A self-contained model directory: weights, config, tokenizer and the run config."""
     directory = Path(directory)
     save_model_dir(directory, model, dtype=dtype)
-    tokenizer.save(directory / "tokenizer.model")
+    tokenizer.save(directory)
     write_json(directory / "run.json", {**run.to_dict(), **(extra or {})})
 
 
 class Trainer:
-    """Trains an encoder-decoder on a parallel corpus into ``out_dir``; resumable."""
+    """Trains the model of ``run``'s task into ``out_dir``; resumable."""
 
     def __init__(self, run: RunConfig, out_dir: Path, progress: bool = True) -> None:
         self.run, self.out_dir, self.progress = run, Path(out_dir), progress
@@ -60,23 +60,20 @@ class Trainer:
         existing = ckpt.list_checkpoints(self.ckpt_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_same_run(existing)
-        tok_path = self.out_dir / "tokenizer.model"
-        if tok_path.is_file():
-            self.tokenizer = Tokenizer.load(tok_path)
-        elif tc.init_from:
-            self.tokenizer = Tokenizer.load(Path(tc.init_from))
-            self.tokenizer.save(tok_path)
+        self.task = make_task(run)
+        if has_tokenizer(self.out_dir):
+            self.tokenizer = load_tokenizer(self.out_dir)
         else:
-            self.tokenizer = train_tokenizer(run.data)
-            self.tokenizer.save(tok_path)
+            source = Path(tc.init_from) if tc.init_from else None
+            self.tokenizer = load_tokenizer(source) if source else self.task.train_tokenizer()
+            self.tokenizer.save(self.out_dir)
         write_json(self.out_dir / "run.json", run.to_dict())
 
         self.model_config = run.model.replace(
-            vocab_size=self.tokenizer.vocab_size, pad_id=PAD, family="encoder-decoder"
+            vocab_size=self.tokenizer.vocab_size, pad_id=PAD, family=self.task.family
         )
-        self.train_data = encode_split(run.data, self.tokenizer, "train", filter_long=True)
-        self.valid_data = encode_split(run.data, self.tokenizer, "valid", filter_long=False)
-        self.valid_batches = self.valid_data.batches(tc.max_tokens, shuffle=False)
+        self.task.load(self.tokenizer)
+        self.valid_batches = self.task.valid_batches()
 
         self.model = build_model(self.model_config)
         self.optimizer, self.scheduler = build_optimizer(self.model, tc, self.model_config.d_model)
@@ -153,12 +150,12 @@ class Trainer:
         )
 
     def validate(self) -> float:
-        loss, _ = evaluate_loss(self.model, self.valid_batches, PAD)
+        loss, _ = evaluate_loss(self.model, self.valid_batches, PAD, self.task.loss_fn)
         record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
         record["valid_ppl"] = math.exp(min(loss, 50.0))
         if loss < self.best_valid:
             self.best_valid = loss
-            save_translation_model(self.out_dir / "best", self.model, self.tokenizer, self.run)
+            save_trained_model(self.out_dir / "best", self.model, self.tokenizer, self.run)
             record["best"] = True
         self.log(record)
         return loss
@@ -176,7 +173,7 @@ class Trainer:
         n_tokens = sum(b.n_tokens for b in group)
         total, total_nll = 0.0, 0.0
         for batch in group:
-            loss, nll, _ = seq2seq_loss(self.model, batch, tc.label_smoothing, PAD)
+            loss, nll, _ = self.task.loss_fn(self.model, batch, tc.label_smoothing, PAD)
             (loss / n_tokens).backward()
             total += float(loss.detach())
             total_nll += float(nll)
@@ -193,7 +190,7 @@ class Trainer:
         self.model.train()
         stop = self._out_of_budget()
         while self.epoch < tc.max_epochs and not stop:
-            batches = self.train_data.batches(tc.max_tokens, tc.seed, self.epoch)
+            batches = self.task.train_batches(self.epoch)
             groups = [
                 batches[i : i + tc.accum_steps] for i in range(0, len(batches), tc.accum_steps)
             ]
@@ -274,7 +271,7 @@ class Trainer:
             model = build_model(self.model_config)
             model.load_state_dict(ckpt.average_checkpoints(paths))
         model.eval()
-        valid_loss, _ = evaluate_loss(model, self.valid_batches, PAD)
+        valid_loss, _ = evaluate_loss(model, self.valid_batches, PAD, self.task.loss_fn)
         summary = {
             "step": self.step,
             "epoch": self.epoch,
@@ -285,7 +282,7 @@ class Trainer:
             "averaged_checkpoints": tc.average_last,
             "parameters": sum(p.numel() for p in model.parameters()),
         }
-        save_translation_model(
+        save_trained_model(
             self.out_dir / "model", model, self.tokenizer, self.run, extra={"summary": summary}
         )
         self.log({"event": "finish", **summary})

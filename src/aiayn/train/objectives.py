@@ -37,14 +37,20 @@ def seq2seq_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, T
     return label_smoothed_nll(logits, batch.tgt_out, smoothing, pad_id)
 
 
+def causal_lm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
+    """Next-token loss of a decoder-only model (Phuong & Hutter 2022, Algorithm 13)."""
+    logits = model(batch.inputs)  # (B, T, V)
+    return label_smoothed_nll(logits, batch.targets, smoothing, pad_id)
+
+
 @torch.no_grad()
-def evaluate_loss(model, batches, pad_id: int) -> tuple[float, int]:
+def evaluate_loss(model, batches, pad_id: int, loss_fn=seq2seq_loss) -> tuple[float, int]:
     """Mean NLL per target token over ``batches`` (eval mode, no smoothing)."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     for batch in batches:
-        _, nll, n = seq2seq_loss(model, batch, 0.0, pad_id)
+        _, nll, n = loss_fn(model, batch, 0.0, pad_id)
         total += float(nll)
         count += n
     model.train(was_training)
