@@ -169,7 +169,7 @@ class ModelConfig:
         return from_dict(cls, data, where="model")
 
 
-TASKS = ("translation", "lm")
+TASKS = ("translation", "lm", "mlm", "classification")
 TOKENIZERS = ("bpe", "char")
 
 
@@ -178,7 +178,9 @@ class DataConfig:
     """The task, where its corpus lives and how it is tokenized.
 
     ``translation``: a parallel corpus ``{split}.{src_lang,tgt_lang}.gz``; ``lm``: running text
-    ``{split}.txt.gz`` cut into blocks of ``block_size`` tokens.
+    ``{split}.txt.gz`` cut into blocks of ``block_size`` tokens; ``classification`` and
+    ``mlm``: labelled texts ``{split}.tsv.gz`` (``label<TAB>text``; mlm ignores the labels),
+    each text truncated to ``max_len`` tokens.
     """
 
     task: str = "translation"
@@ -191,12 +193,14 @@ class DataConfig:
     vocab_size: int = 8000  # BPE only; a character vocabulary is what the text holds
     max_len: int = 128  # training pairs with a longer side (in tokens) are dropped
     block_size: int = 256  # lm: tokens of context per training example
+    mask_prob: float = 0.15  # mlm: share of tokens selected (80% mask, 10% random, 10% kept)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra_train", tuple(self.extra_train))
         _check_choice("data.task", self.task, TASKS)
         _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
         _check_int("data.block_size", self.block_size, 2)
+        _check_float("data.mask_prob", self.mask_prob, 0.0, 1.0)
         _check_int("data.vocab_size", self.vocab_size, 16)
         _check_int("data.train_repeat", self.train_repeat, 1)
         _check_int("data.max_len", self.max_len, 2)

@@ -40,6 +40,25 @@ class Batch:
         return real / (self.src.numel() + self.tgt_out.numel())
 
 
+@dataclass
+class TokenBatch:
+    """``inputs`` (B, T) with ``targets``: next tokens or masked originals (B, T, pad = no
+    loss) for language models, class ids (B,) for classification."""
+
+    inputs: Tensor
+    targets: Tensor
+
+    @property
+    def n_tokens(self) -> int:
+        if self.targets.dim() == 1:
+            return self.targets.numel()
+        return int((self.targets != PAD).sum())
+
+    @property
+    def efficiency(self) -> float:
+        return float((self.inputs != PAD).float().mean())
+
+
 def pad(seqs: Sequence[Sequence[int]], value: int = PAD) -> Tensor:
     width = max(len(s) for s in seqs)
     out = torch.full((len(seqs), width), value, dtype=torch.long)

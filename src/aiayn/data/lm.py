@@ -10,21 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-
-@dataclass
-class LMBatch:
-    """Blocks of running text: ``inputs`` (B, T) and the next tokens ``targets`` (B, T)."""
-
-    inputs: Tensor
-    targets: Tensor
-
-    @property
-    def n_tokens(self) -> int:
-        return self.targets.numel()
-
-    @property
-    def efficiency(self) -> float:
-        return 1.0  # blocks are full: no padding
+from aiayn.data.batching import TokenBatch
 
 
 def read_text(corpus: Path, split: str) -> str:
@@ -45,7 +31,7 @@ class TokenStream:
 
     def batches(
         self, block_size: int, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True
-    ) -> list[LMBatch]:
+    ) -> list[TokenBatch]:
         """Non-overlapping blocks of ``block_size + 1`` tokens, ``max_tokens // block_size`` a
         batch. Training epochs start at a random offset and shuffle the blocks, both drawn
         from (seed, epoch), so an epoch can be replayed exactly."""
@@ -62,5 +48,5 @@ class TokenStream:
         out = []
         for i in range(0, len(starts), per_batch):
             blocks = torch.stack([self.ids[s : s + span] for s in starts[i : i + per_batch]])
-            out.append(LMBatch(blocks[:, :-1], blocks[:, 1:]))  # (B, T), (B, T)
+            out.append(TokenBatch(blocks[:, :-1], blocks[:, 1:]))  # (B, T), (B, T)
         return out

@@ -30,7 +30,7 @@ from aiayn.data.tokenizer import PAD, has_tokenizer, load_tokenizer
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
-from aiayn.train.objectives import evaluate_loss
+from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer
 from aiayn.train.tasks import make_task
 
@@ -70,7 +70,10 @@ class Trainer:
         write_json(self.out_dir / "run.json", run.to_dict())
 
         self.model_config = run.model.replace(
-            vocab_size=self.tokenizer.vocab_size, pad_id=PAD, family=self.task.family
+            vocab_size=self.tokenizer.vocab_size,
+            pad_id=PAD,
+            family=self.task.family,
+            **self.task.model_overrides(),
         )
         self.task.load(self.tokenizer)
         self.valid_batches = self.task.valid_batches()
@@ -107,16 +110,21 @@ class Trainer:
         from aiayn.modeldir import load_model_dir
 
         source = load_model_dir(directory)
-        if source.config != self.model_config:
-            diff = sorted(
-                k for k, v in self.model_config.to_dict().items() if source.config.to_dict()[k] != v
-            )
+        free = {"n_classes", "pooling", "dropout", "attention_dropout", "embedding_dropout"}
+        mine, theirs = self.model_config.to_dict(), source.config.to_dict()
+        diff = sorted(k for k, v in mine.items() if theirs[k] != v and k not in free)
+        if diff:
             raise ValueError(
                 f"train.init_from={directory}: its model config differs from this run's in "
                 f"{', '.join(diff)}"
             )
-        self.model.load_state_dict(source.state_dict())
-        self.log({"event": "init_from", "model_dir": str(directory)})
+        state = self.model.state_dict()
+        shared = {
+            k: v for k, v in source.state_dict().items() if k in state and v.shape == state[k].shape
+        }
+        self.model.load_state_dict(shared, strict=False)
+        fresh = sorted(set(state) - set(shared))  # e.g. a new classifier head
+        self.log({"event": "init_from", "model_dir": str(directory), "fresh": fresh})
 
     def _resume(self, path: Path) -> None:
         state = ckpt.load_checkpoint(path)
@@ -153,9 +161,17 @@ class Trainer:
         loss, _ = evaluate_loss(self.model, self.valid_batches, PAD, self.task.loss_fn)
         record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
         record["valid_ppl"] = math.exp(min(loss, 50.0))
+        if self.model_config.n_classes:
+            record["valid_accuracy"] = accuracy(self.model, self.valid_batches)
         if loss < self.best_valid:
             self.best_valid = loss
-            save_trained_model(self.out_dir / "best", self.model, self.tokenizer, self.run)
+            save_trained_model(
+                self.out_dir / "best",
+                self.model,
+                self.tokenizer,
+                self.run,
+                extra=self.task.saved_extra(),
+            )
             record["best"] = True
         self.log(record)
         return loss
@@ -282,9 +298,10 @@ class Trainer:
             "averaged_checkpoints": tc.average_last,
             "parameters": sum(p.numel() for p in model.parameters()),
         }
-        save_trained_model(
-            self.out_dir / "model", model, self.tokenizer, self.run, extra={"summary": summary}
-        )
+        if self.model_config.n_classes:
+            summary["valid_accuracy"] = accuracy(model, self.valid_batches)
+        extra = {"summary": summary, **self.task.saved_extra()}
+        save_trained_model(self.out_dir / "model", model, self.tokenizer, self.run, extra=extra)
         self.log({"event": "finish", **summary})
         from aiayn.viz import plot_curves
 

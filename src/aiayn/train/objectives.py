@@ -55,3 +55,55 @@ def evaluate_loss(model, batches, pad_id: int, loss_fn=seq2seq_loss) -> tuple[fl
         count += n
     model.train(was_training)
     return total / max(count, 1), count
+
+
+def mask_tokens(
+    tokens: Tensor, vocab_size: int, first_regular: int, p: float, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """BERT masking (Phuong & Hutter 2022, Algorithm 12; Devlin et al. 2019).
+
+    Selects each regular token (id >= ``first_regular``: never padding or a special) with
+    probability ``p``; of those, 80% become the mask token, 10% a random regular token, 10%
+    stay. Returns (inputs, targets) with targets = the original token where selected, else pad.
+    """
+    from aiayn.data.tokenizer import MASK, PAD
+
+    regular = tokens >= first_regular
+    selected = (torch.rand(tokens.shape, generator=generator) < p) & regular
+    action = torch.rand(tokens.shape, generator=generator)
+    random_tokens = torch.randint(first_regular, vocab_size, tokens.shape, generator=generator)
+    inputs = tokens.clone()
+    inputs[selected & (action < 0.8)] = MASK
+    swap = selected & (action >= 0.8) & (action < 0.9)
+    inputs[swap] = random_tokens[swap]
+    targets = torch.where(selected, tokens, torch.full_like(tokens, PAD))
+    return inputs, targets
+
+
+def mlm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
+    """Masked-LM loss on the selected positions only (Phuong & Hutter 2022, Algorithm 12)."""
+    logits = model(batch.inputs)  # (B, T, V)
+    return label_smoothed_nll(logits, batch.targets, smoothing, pad_id)
+
+
+def classification_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
+    """Cross-entropy of the pooled classifier; counts examples, not tokens."""
+    logits = model.classify(batch.inputs)  # (B, C)
+    loss = F.cross_entropy(
+        logits.float(), batch.targets, label_smoothing=smoothing, reduction="sum"
+    )
+    nll = F.cross_entropy(logits.float(), batch.targets, reduction="sum").detach()
+    return loss, nll, batch.targets.numel()
+
+
+@torch.no_grad()
+def accuracy(model, batches) -> float:
+    """Share of examples whose most likely class is the label."""
+    was_training = model.training
+    model.eval()
+    right = total = 0
+    for batch in batches:
+        right += int((model.classify(batch.inputs).argmax(-1) == batch.targets).sum())
+        total += batch.targets.numel()
+    model.train(was_training)
+    return right / max(total, 1)

@@ -2,6 +2,8 @@
 
 ``TranslationTask``: an encoder-decoder on a parallel corpus (Phuong & Hutter 2022, Alg. 11).
 ``LanguageModelTask``: a decoder-only model on running text (Alg. 13).
+``MaskedLMTask``: an encoder-only model pretrained by masking (Alg. 12).
+``ClassificationTask``: an encoder-only model with a pooled classifier head.
 """
 
 from __future__ import annotations
@@ -9,10 +11,18 @@ from __future__ import annotations
 import torch
 
 from aiayn.config import RunConfig
+from aiayn.data.batching import TokenBatch
+from aiayn.data.labelled import LabelledTexts, read_labelled
 from aiayn.data.lm import TokenStream, read_text
 from aiayn.data.parallel import encode_split, train_tokenizer
-from aiayn.data.tokenizer import PAD, CharTokenizer, Tokenizer
-from aiayn.train.objectives import causal_lm_loss, seq2seq_loss
+from aiayn.data.tokenizer import MASK, PAD, CharTokenizer, Tokenizer
+from aiayn.train.objectives import (
+    causal_lm_loss,
+    classification_loss,
+    mask_tokens,
+    mlm_loss,
+    seq2seq_loss,
+)
 
 
 class TranslationTask:
@@ -21,6 +31,12 @@ class TranslationTask:
 
     def __init__(self, run: RunConfig) -> None:
         self.run = run
+
+    def model_overrides(self) -> dict:
+        return {}
+
+    def saved_extra(self) -> dict:
+        return {}
 
     def train_tokenizer(self) -> Tokenizer:
         return train_tokenizer(self.run.data)
@@ -41,6 +57,9 @@ class TranslationTask:
 class LanguageModelTask:
     family = "decoder-only"
     loss_fn = staticmethod(causal_lm_loss)
+
+    model_overrides = TranslationTask.model_overrides
+    saved_extra = TranslationTask.saved_extra
 
     def __init__(self, run: RunConfig) -> None:
         self.run = run
@@ -81,11 +100,92 @@ class LanguageModelTask:
         return self.valid.batches(data.block_size, self.run.train.max_tokens, shuffle=False)
 
 
-TASKS = {"translation": TranslationTask, "lm": LanguageModelTask}
+class ClassificationTask:
+    family = "encoder-only"
+    loss_fn = staticmethod(classification_loss)
+
+    def __init__(self, run: RunConfig) -> None:
+        self.run = run
+        self.train_pairs = read_labelled(run.data.corpus, "train")
+        self.labels = sorted({label for _, label in self.train_pairs})
+        if len(self.labels) < 2:
+            raise ValueError(f"{run.data.corpus}: training data needs two or more labels")
+
+    def model_overrides(self) -> dict:
+        return {"n_classes": len(self.labels)}
+
+    def saved_extra(self) -> dict:
+        return {"labels": self.labels}
+
+    def train_tokenizer(self):
+        texts = [text for text, _ in self.train_pairs]
+        if self.run.data.tokenizer == "char":
+            return CharTokenizer.train(texts)
+        return Tokenizer.train(texts, self.run.data.vocab_size)
+
+    def load(self, tokenizer) -> None:
+        data = self.run.data
+        valid = read_labelled(data.corpus, "valid")
+        self.train = LabelledTexts(self.train_pairs, tokenizer, self.labels, data.max_len, "train")
+        self.valid = LabelledTexts(valid, tokenizer, self.labels, data.max_len, "valid")
+
+    def train_batches(self, epoch: int) -> list:
+        tc = self.run.train
+        return self.train.batches(tc.max_tokens, tc.seed, epoch)
+
+    def valid_batches(self) -> list:
+        return self.valid.batches(self.run.train.max_tokens, shuffle=False)
+
+
+class MaskedLMTask(ClassificationTask):
+    """Masked-LM pretraining on the texts of a labelled corpus (the labels are not used)."""
+
+    loss_fn = staticmethod(mlm_loss)
+
+    def model_overrides(self) -> dict:
+        return {"n_classes": 0}
+
+    def saved_extra(self) -> dict:
+        return {}
+
+    def load(self, tokenizer) -> None:
+        super().load(tokenizer)
+        self.vocab_size = tokenizer.vocab_size
+
+    def _masked(self, batches: list, seed: int) -> list:
+        g = torch.Generator().manual_seed(seed)
+        p = self.run.data.mask_prob
+        out = []
+        for b in batches:
+            inputs, targets = mask_tokens(b.inputs, self.vocab_size, MASK + 1, p, g)
+            out.append(TokenBatch(inputs, targets))
+        return out
+
+    def train_batches(self, epoch: int) -> list:
+        tc = self.run.train
+        return self._masked(super().train_batches(epoch), tc.seed * 1_000_003 + epoch)
+
+    def valid_batches(self) -> list:
+        return self._masked(super().valid_batches(), 12345)
+
+
+TASKS = {
+    "translation": TranslationTask,
+    "lm": LanguageModelTask,
+    "classification": ClassificationTask,
+    "mlm": MaskedLMTask,
+}
 
 
 def make_task(run: RunConfig):
     return TASKS[run.data.task](run)
 
 
-__all__ = ["PAD", "LanguageModelTask", "TranslationTask", "make_task"]
+__all__ = [
+    "PAD",
+    "ClassificationTask",
+    "LanguageModelTask",
+    "MaskedLMTask",
+    "TranslationTask",
+    "make_task",
+]

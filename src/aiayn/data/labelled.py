@@ -1,0 +1,58 @@
+"""Labelled texts (``label<TAB>text`` per line) for classification and masked-LM pretraining."""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+from pathlib import Path
+
+import torch
+
+from aiayn.data.batching import TokenBatch, length_batches, pad
+from aiayn.data.tokenizer import EOS
+
+
+def read_labelled(corpus: Path, split: str) -> list[tuple[str, str]]:
+    """(text, label) pairs of ``corpus/{split}.tsv.gz``; a malformed line is an error."""
+    path = Path(corpus) / f"{split}.tsv.gz"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found; a labelled corpus holds {{train,valid,test}}.tsv.gz with "
+            "label<TAB>text lines (e.g. `aiayn prepare rotten-tomatoes`)"
+        )
+    pairs = []
+    for number, line in enumerate(
+        gzip.decompress(path.read_bytes()).decode("utf-8").split("\n"), 1
+    ):
+        if not line:
+            continue
+        label, sep, text = line.partition("\t")
+        if not sep or not label or not text.strip():
+            raise ValueError(f"{path}, line {number}: expected label<TAB>text, got {line[:60]!r}")
+        pairs.append((text, label))
+    return pairs
+
+
+class LabelledTexts:
+    """Texts encoded (each ending with eos), truncated to ``max_len``, with class ids."""
+
+    def __init__(self, pairs, tokenizer, labels: list[str], max_len: int, where: str) -> None:
+        index = {name: i for i, name in enumerate(labels)}
+        unknown = sorted({label for _, label in pairs} - set(index))
+        if unknown:
+            raise ValueError(f"{where}: labels {unknown} not seen in training ({labels})")
+        ids = tokenizer.encode([text for text, _ in pairs])
+        too_long = sum(len(x) + 1 > max_len for x in ids)
+        if too_long:
+            warnings.warn(
+                f"{where}: {too_long} of {len(ids)} texts truncated to data.max_len={max_len} tokens",
+                stacklevel=2,
+            )
+        self.ids = [x[: max_len - 1] + [EOS] for x in ids]
+        self.labels = torch.tensor([index[label] for _, label in pairs], dtype=torch.long)
+
+    def batches(
+        self, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True
+    ) -> list[TokenBatch]:
+        groups = length_batches([len(x) for x in self.ids], max_tokens, seed, epoch, shuffle)
+        return [TokenBatch(pad([self.ids[i] for i in g]), self.labels[g]) for g in groups]
