@@ -30,7 +30,7 @@ def test_prepare_uses_the_bundled_corpus(capsys):
     assert main(["prepare", "ding-de-en"]) == 0
     out = capsys.readouterr().out
     assert "bundled corpus" in out
-    assert json.loads(out[out.index("{") :])["test"] >= 1000
+    assert json.loads(out[out.index("{") :])["pairs"]["test"] >= 1000
 
 
 def test_translate_reads_stdin_keeps_order(trained, monkeypatch, capsys):

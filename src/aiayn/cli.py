@@ -59,7 +59,9 @@ def _expected_files(corpus: str, out: Path) -> list[Path]:
         return [out / f"{split}.txt.gz" for split in ("train", "valid")]
     if corpus == "rotten-tomatoes":
         return [out / f"{split}.tsv.gz" for split in ("train", "valid", "test")]
-    return [out / f"{split}.{lang}.gz" for split in ("train", "valid", "test") for lang in ("de", "en")]
+    return [
+        out / f"{split}.{lang}.gz" for split in ("train", "valid", "test") for lang in ("de", "en")
+    ]
 
 
 def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
