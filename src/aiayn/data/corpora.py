@@ -255,7 +255,7 @@ def write_parallel(
     write_gz_lines(out_dir / f"{name}.{tgt_lang}.gz", [tgt for _, tgt in pairs])
 
 
-def _run(command: list[str], cwd: Path, hint: str) -> str:
+def run_command(command: list[str], cwd: Path, hint: str) -> str:
     try:
         done = subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as error:
@@ -267,20 +267,20 @@ def _run(command: list[str], cwd: Path, hint: str) -> str:
 def fetch_debian_package(package: str, workdir: Path) -> tuple[Path, str]:
     """``apt-get download`` a package and ``dpkg-deb -x`` it; return (root, version)."""
     hint = f"Run `apt-get update` first, or install {package} and point the source at it."
-    _run(["apt-get", "download", package], workdir, hint)
+    run_command(["apt-get", "download", package], workdir, hint)
     debs = sorted(workdir.glob(f"{package}_*.deb"))
     if not debs:
         raise RuntimeError(f"`apt-get download {package}` produced no .deb in {workdir}")
     root = workdir / package
-    _run(["dpkg-deb", "-x", str(debs[-1]), str(root)], workdir, hint)
-    version = _run(["dpkg-deb", "-f", str(debs[-1]), "Version"], workdir, hint).strip()
+    run_command(["dpkg-deb", "-x", str(debs[-1]), str(root)], workdir, hint)
+    version = run_command(["dpkg-deb", "-f", str(debs[-1]), "Version"], workdir, hint).strip()
     return root, version
 
 
 def installed_version(package: str) -> str | None:
     """Version of an installed Debian package, or None."""
     try:
-        return _run(["dpkg-query", "-W", "-f=${Version}", package], Path.cwd(), "").strip()
+        return run_command(["dpkg-query", "-W", "-f=${Version}", package], Path.cwd(), "").strip()
     except RuntimeError:
         return None
 

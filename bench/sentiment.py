@@ -1,0 +1,71 @@
+"""Sentiment accuracy on the Rotten Tomatoes test split: our classifiers vs TF-IDF + logistic
+regression (scikit-learn), on the same split.
+
+    python bench/sentiment.py [MODEL_DIR ...]
+
+Prints a table and appends a record to bench/results/sentiment.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from aiayn.data.labelled import LabelledTexts, read_labelled  # noqa: E402
+from aiayn.data.tokenizer import load_tokenizer  # noqa: E402
+from aiayn.modeldir import load_model_dir  # noqa: E402
+from aiayn.train.objectives import accuracy  # noqa: E402
+from common import write_result  # noqa: E402
+
+CORPUS = Path("data/rotten-tomatoes")
+
+
+def tfidf_baseline(train, test) -> float:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True)
+    x_train = vectorizer.fit_transform([t for t, _ in train])
+    classifier = LogisticRegression(C=4.0, max_iter=2000)
+    classifier.fit(x_train, [label for _, label in train])
+    predicted = classifier.predict(vectorizer.transform([t for t, _ in test]))
+    return float(sum(p == label for p, (_, label) in zip(predicted, test, strict=True)) / len(test))
+
+
+def model_accuracy(model_dir: Path, test) -> float:
+    model = load_model_dir(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    labels = json.loads((model_dir / "run.json").read_text())["labels"]
+    data = LabelledTexts(test, tokenizer, labels, model.config.max_len, "test")
+    with torch.no_grad():
+        return accuracy(model, data.batches(8192, shuffle=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model_dirs", nargs="*", type=Path)
+    args = parser.parse_args()
+    train, test = read_labelled(CORPUS, "train"), read_labelled(CORPUS, "test")
+    majority = max(
+        sum(label == name for _, label in test) for name in {label for _, label in test}
+    ) / len(test)
+    rows = {
+        "majority class": majority,
+        "TF-IDF (1-2 grams) + logistic regression": tfidf_baseline(train, test),
+    }
+    for d in args.model_dirs:
+        rows[f"aiayn {d}"] = model_accuracy(d, test)
+    print(f"{'classifier':<60} {'test accuracy':>14}")
+    for name, acc in rows.items():
+        print(f"{name:<60} {acc:>14.4f}")
+    path = write_result("sentiment", {"test_examples": len(test), "accuracy": rows})
+    print(f"appended to {path}")
+
+
+if __name__ == "__main__":
+    main()
