@@ -185,13 +185,11 @@ def cmd_generate(args: argparse.Namespace) -> None:
             f"{args.model_dir} holds a {model.config.family} model; generate needs a decoder-only one"
         )
     prompt = tokenizer.encode([args.prompt])[0] or [tokenizer.bos_id]
-    limit = model.config.max_len
-    if model.config.pos_encoding == "learned" and len(prompt) >= limit:
-        print(
-            f"warning: prompt truncated to its last {limit - 1} tokens (model.max_len)",
-            file=sys.stderr,
-        )
-        prompt = prompt[-(limit - 1) :]
+    run_file = Path(args.model_dir) / "run.json"
+    data = json.loads(run_file.read_text()).get("data", {}) if run_file.is_file() else {}
+    context = data.get("block_size") or model.config.max_len  # what the model was trained on
+    if len(prompt) > context:
+        print(f"warning: only the last {context} tokens of the prompt are used", file=sys.stderr)
     out = generate(
         model,
         torch.tensor([prompt]),
@@ -200,6 +198,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         top_k=args.top_k,
         top_p=args.top_p,
         seed=args.seed,
+        context=context,
     )
     print(tokenizer.decode([out[0].tolist()])[0])
 

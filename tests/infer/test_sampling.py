@@ -55,3 +55,21 @@ def test_generation_with_a_seed_is_reproducible_and_uses_the_cache(tiny):
     for _ in range(6):  # the same continuation without any cache
         full = torch.cat([full, model(full)[:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(greedy, full)
+
+
+def test_generation_past_the_context_slides_the_window(tiny):
+    model = build_model(tiny.replace(family="decoder-only")).eval()
+    seen = []
+    position = model.embed.position
+    original = position.forward
+
+    def spy(x, offset=0):
+        seen.append(offset + x.size(1))
+        return original(x, offset)
+
+    position.forward = spy
+    out = generate(model, torch.randint(5, 64, (1, 6)), 40, temperature=0, context=16)
+    assert out.shape == (1, 46)
+    assert max(seen) <= 16  # never a position the model was not trained on
+    # greedy with a window equals greedy recomputed on exactly those windows
+    assert torch.equal(out, generate(model, out[:, :6], 40, temperature=0, context=16))

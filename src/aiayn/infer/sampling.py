@@ -57,22 +57,30 @@ def generate(
     top_p: float = 1.0,
     eos_id: int | None = None,
     seed: int | None = None,
+    context: int | None = None,
 ) -> Tensor:
     """Continue ``prompt`` (B, T) with a decoder-only model and its KV cache; (B, T + n).
 
-    Stops early when every row has produced ``eos_id``. With ``seed``, reproducible.
+    ``context`` is the longest input the model was trained on (positions past it were never
+    seen): once the cache holds that many tokens it is rebuilt from the last ``context // 2``,
+    so the model always sees between half and all of its training context. Stops early when
+    every row has produced ``eos_id``. With ``seed``, reproducible.
     """
     model.eval()
     generator = None
     if seed is not None:
         generator = torch.Generator(device=prompt.device).manual_seed(seed)
+    if context is None:
+        context = model.config.max_len
+    if model.config.pos_encoding == "learned":
+        context = min(context, model.config.max_len)
     state = model.new_state()
-    limit = model.config.max_len if model.config.pos_encoding == "learned" else None
-    tokens, new = prompt, prompt
+    tokens, new = prompt, prompt[:, -context:]
     done = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
     for _ in range(max_new_tokens):
-        if limit is not None and tokens.size(1) >= limit:
-            break
+        if state.offset + new.size(1) > context:  # slide the window: re-encode the recent half
+            state = model.new_state()
+            new = tokens[:, -max(context // 2, 1) :]
         logits = model(new, state=state)[:, -1]  # (B, V)
         new = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
         if eos_id is not None:
