@@ -27,7 +27,7 @@ def plot_curves(metrics_path: Path, png_path: Path) -> None:
         ax_loss.plot(
             [r["step"] for r in train],
             [r["loss"] for r in train],
-            label="train loss (smoothed)",
+            label="train loss (label-smoothed)",
             alpha=0.5,
         )
         ax_lr.plot([r["step"] for r in train], [r["lr"] for r in train])
