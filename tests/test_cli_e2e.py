@@ -150,6 +150,10 @@ def test_average_writes_a_model_directory(trained, tmp_path, capsys):
 
     assert load_model_dir(out).config.d_model == 32
     assert (out / "tokenizer.model").is_file()
+    half = tmp_path / "half"
+    assert main(["average", str(run), "--last", "1", "--out", str(half), "--fp16"]) == 0
+    size = lambda d: (d / "model.safetensors").stat().st_size  # noqa: E731
+    assert size(half) < 0.6 * size(out)
 
 
 def test_attention_writes_heatmaps(trained, tmp_path, capsys):

@@ -147,6 +147,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_average(args: argparse.Namespace) -> None:
+    import torch
+
     from aiayn.config import RunConfig
     from aiayn.data.tokenizer import load_tokenizer
     from aiayn.model import build_model
@@ -167,8 +169,9 @@ def cmd_average(args: argparse.Namespace) -> None:
     family = make_task(run).family
     model = build_model(run.model.replace(vocab_size=tokenizer.vocab_size, family=family))
     model.load_state_dict(ckpt.average_checkpoints(paths))
-    extra = {"averaged": [p.name for p in paths]}
-    save_trained_model(Path(args.out), model.eval(), tokenizer, run, extra=extra)
+    extra = {"averaged": [p.name for p in paths], **make_task(run).saved_extra()}
+    dtype = torch.float16 if args.fp16 else None
+    save_trained_model(Path(args.out), model.eval(), tokenizer, run, dtype=dtype, extra=extra)
     print(
         f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
     )
@@ -315,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--last", type=int, default=5)
     p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--fp16", action="store_true", help="store the weights in float16 (half size)")
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("generate", help="continue a prompt with a decoder-only model")
