@@ -88,18 +88,20 @@ class Trainer:
             self._init_from(Path(tc.init_from))
 
     def _check_same_run(self, existing: list[Path]) -> None:
+        """Refuse to resume a run whose model or data config has changed.
+
+        A key missing from an older run.json counts as its default value.
+        """
         saved = self.out_dir / "run.json"
         if not existing or not saved.is_file():
             return
         old = json.loads(saved.read_text())
-        new = self.run.to_dict()
+        new = json.loads(json.dumps(self.run.to_dict()))
+        defaults = json.loads(json.dumps(RunConfig().to_dict()))
         for section in ("model", "data"):
-            if json.loads(json.dumps(new[section])) != old.get(section):
-                diff = sorted(
-                    k
-                    for k in new[section]
-                    if json.loads(json.dumps(new[section][k])) != old[section].get(k)
-                )
+            before = {**defaults[section], **old.get(section, {})}
+            diff = sorted(k for k, v in new[section].items() if before.get(k) != v)
+            if diff:
                 raise ValueError(
                     f"{self.out_dir} holds a run with a different [{section}] config "
                     f"(differs in: {', '.join(diff)}); use a new output directory to start afresh"
