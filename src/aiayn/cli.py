@@ -98,7 +98,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     run = load_run_config(args.config, args.set or [])
     out = Path(args.out or f"runs/{Path(args.config).stem if args.config else 'run'}")
     summary = train(run, out, progress=not args.quiet)
-    print(json.dumps(summary, indent=2))
+    if summary:  # rank 0 of a torchrun launch, or the only process
+        print(json.dumps(summary, indent=2))
 
 
 def _load(model_dir: str):

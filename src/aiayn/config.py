@@ -232,6 +232,8 @@ class TrainConfig:
     average_last: int = 0  # average the last K checkpoints into the final model (0 = off)
     threads: int = 0  # torch intra-op threads; 0 = torch's default
     init_from: str = ""  # a model directory to start from (its weights and tokenizer)
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda
+    precision: str = "auto"  # auto (bf16/fp16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "accum_steps", "warmup", "max_epochs", "seed"):
@@ -242,6 +244,8 @@ class TrainConfig:
         _check_int("train.checkpoint_every", self.checkpoint_every, 1)
         _check_float("train.lr_scale", self.lr_scale, 0.0, 1e6)
         _check_choice("train.schedule", self.schedule, ("inverse_sqrt", "constant"))
+        _check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
+        _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         _check_float("train.beta1", self.beta1, 0.0, 1.0, high_open=True)
         _check_float("train.beta2", self.beta2, 0.0, 1.0, high_open=True)
         _check_float("train.eps", self.eps, 0.0, 1.0)

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor
 
 from aiayn.data.tokenizer import BOS, EOS, PAD
+
+
+def _to(batch, device):
+    """``batch`` with its tensors on ``device`` (the same object when nothing moves)."""
+    moved = {
+        f.name: getattr(batch, f.name).to(device, non_blocking=True)
+        for f in fields(batch)
+        if isinstance(getattr(batch, f.name), Tensor) and getattr(batch, f.name).device != device
+    }
+    return replace(batch, **moved) if moved else batch
 
 
 @dataclass
@@ -39,6 +49,9 @@ class Batch:
         real = int((self.src != PAD).sum()) + self.n_tokens
         return real / (self.src.numel() + self.tgt_out.numel())
 
+    def to(self, device: torch.device) -> Batch:
+        return _to(self, torch.device(device))
+
 
 @dataclass
 class TokenBatch:
@@ -57,6 +70,9 @@ class TokenBatch:
     @property
     def efficiency(self) -> float:
         return float((self.inputs != PAD).float().mean())
+
+    def to(self, device: torch.device) -> TokenBatch:
+        return _to(self, torch.device(device))
 
 
 def pad(seqs: Sequence[Sequence[int]], value: int = PAD) -> Tensor:

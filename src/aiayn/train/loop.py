@@ -2,7 +2,10 @@
 
 One loop for every run: token batches grouped by length, gradient accumulation, clipping,
 the warmup schedule, validation with keep-best, atomic checkpoints with exact resume, JSON-lines
-metrics, a progress bar and the curves at the end.
+metrics, a progress bar and the curves at the end. On a GPU with mixed precision, and as several
+data-parallel processes under ``torchrun`` (see ``aiayn.train.distributed``): then every
+optimizer step takes ``accum_steps * world_size`` batches, rank r computing every
+``world_size``-th of them, and only rank 0 writes to the run directory.
 
 Run directory layout::
 
@@ -30,6 +33,7 @@ from aiayn.data.tokenizer import PAD, has_tokenizer, load_tokenizer
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
+from aiayn.train import distributed as ddp
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer
 from aiayn.train.tasks import make_task
@@ -56,18 +60,21 @@ class Trainer:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         torch.manual_seed(tc.seed)
+        self.ctx = ddp.setup(tc.device, tc.precision)
+        self.progress = progress and self.ctx.is_main
 
         existing = ckpt.list_checkpoints(self.ckpt_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_same_run(existing)
         self.task = make_task(run)
-        if has_tokenizer(self.out_dir):
-            self.tokenizer = load_tokenizer(self.out_dir)
-        else:
-            source = Path(tc.init_from) if tc.init_from else None
-            self.tokenizer = load_tokenizer(source) if source else self.task.train_tokenizer()
-            self.tokenizer.save(self.out_dir)
-        write_json(self.out_dir / "run.json", run.to_dict())
+        if self.ctx.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if not has_tokenizer(self.out_dir):
+                source = Path(tc.init_from) if tc.init_from else None
+                tokenizer = load_tokenizer(source) if source else self.task.train_tokenizer()
+                tokenizer.save(self.out_dir)
+            write_json(self.out_dir / "run.json", run.to_dict())
+        ddp.barrier(self.ctx)  # the other ranks read the tokenizer rank 0 wrote
+        self.tokenizer = load_tokenizer(self.out_dir)
 
         self.model_config = run.model.replace(
             vocab_size=self.tokenizer.vocab_size,
@@ -78,7 +85,15 @@ class Trainer:
         self.task.load(self.tokenizer)
         self.valid_batches = self.task.valid_batches()
 
-        self.model = build_model(self.model_config)
+        self.model = build_model(self.model_config).to(self.ctx.device)
+        if self.ctx.rank:  # same initial weights everywhere, different dropout masks
+            torch.manual_seed(tc.seed + self.ctx.rank)
+        self.objective = ddp.wrap(
+            ddp.Objective(self.model, self.task.loss_fn),
+            self.ctx,
+            find_unused=bool(self.model_config.n_classes),  # the MLM head idles
+        )
+        self.scaler = self.ctx.grad_scaler()
         self.optimizer, self.scheduler = build_optimizer(self.model, tc, self.model_config.d_model)
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
@@ -133,21 +148,32 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        ckpt.set_rng_state(state["rng"])
+        per_rank = state.get("rng_ranks") or []
+        ok = len(per_rank) == self.ctx.world_size
+        ckpt.set_rng_state(per_rank[self.ctx.rank] if ok else state["rng"])
+        if "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
         self.elapsed, self.best_valid = state["elapsed"], state["best_valid"]
         self.log({"event": "resume", "step": self.step, "checkpoint": path.name})
 
     def log(self, record: dict) -> None:
+        if not self.ctx.is_main:
+            return
         with open(self.metrics_path, "a") as f:
             f.write(json.dumps(record) + "\n")
 
-    def save_checkpoint(self) -> Path:
+    def save_checkpoint(self) -> Path | None:
+        rng = ddp.gather(ckpt.rng_state(), self.ctx)  # every rank takes part
+        if not self.ctx.is_main:
+            return None
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "rng": ckpt.rng_state(),
+            "scaler": self.scaler.state_dict(),
+            "rng": rng[0],
+            "rng_ranks": rng,
             "step": self.step,
             "epoch": self.epoch,
             "batch_pos": self.batch_pos,
@@ -159,14 +185,28 @@ class Trainer:
             self.ckpt_dir, self.step, state, self.run.train.keep_checkpoints
         )
 
+    def _valid_loss(self, model) -> float:
+        loss, _ = evaluate_loss(
+            model,
+            self.valid_batches,
+            PAD,
+            self.task.loss_fn,
+            device=self.ctx.device,
+            autocast=self.ctx.autocast,
+        )
+        return loss
+
     def validate(self) -> float:
-        loss, _ = evaluate_loss(self.model, self.valid_batches, PAD, self.task.loss_fn)
+        """Validation loss; every rank computes it (the same number), rank 0 writes."""
+        loss = self._valid_loss(self.model)
         record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
         record["valid_ppl"] = math.exp(min(loss, 50.0))
         if self.model_config.n_classes:
-            record["valid_accuracy"] = accuracy(self.model, self.valid_batches)
+            record["valid_accuracy"] = accuracy(self.model, self.valid_batches, self.ctx.device)
         if loss < self.best_valid:
             self.best_valid = loss
+            record["best"] = True
+        if record.get("best") and self.ctx.is_main:
             save_trained_model(
                 self.out_dir / "best",
                 self.model,
@@ -174,7 +214,6 @@ class Trainer:
                 self.run,
                 extra=self.task.saved_extra(),
             )
-            record["best"] = True
         self.log(record)
         return loss
 
@@ -185,33 +224,56 @@ class Trainer:
             or (tc.max_minutes and self.elapsed >= tc.max_minutes * 60)
         )
 
-    def train_step(self, group: list) -> tuple[float, float, int]:
-        """One optimizer step over ``group`` (accumulated batches); loss per target token."""
-        tc = self.run.train
+    def train_step(self, group: list) -> tuple[float, float, int, float]:
+        """One optimizer step over the global ``group`` of batches.
+
+        Rank r computes batches r, r + world_size, ...; the loss is normalised by the target
+        tokens of the whole group, and DDP's gradient mean is undone by ``world_size``, so the
+        update equals one process computing the whole group. Returns the group's loss and NLL
+        per target token, its target tokens and the step's seconds (the same on every rank).
+        """
+        start = time.perf_counter()
+        tc, ctx = self.run.train, self.ctx
         n_tokens = sum(b.n_tokens for b in group)
-        total, total_nll = 0.0, 0.0
-        for batch in group:
-            loss, nll, _ = self.task.loss_fn(self.model, batch, tc.label_smoothing, PAD)
-            (loss / n_tokens).backward()
+        mine = group[ctx.rank :: ctx.world_size]
+        scale = ctx.world_size / n_tokens
+        total = total_nll = 0.0
+        for i, batch in enumerate(mine):
+            with ddp.no_sync(self.objective, skip=i < len(mine) - 1):
+                with ctx.autocast():
+                    loss, nll, _ = self.objective(batch.to(ctx.device), tc.label_smoothing, PAD)
+                self.scaler.scale(loss * scale).backward()
             total += float(loss.detach())
             total_nll += float(nll)
         if tc.clip_norm:
+            self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        return total / n_tokens, total_nll / n_tokens, n_tokens
+        seconds = time.perf_counter() - start
+        if ctx.distributed:  # one all-reduce: the logged losses and a common clock
+            total, total_nll, seconds = ddp.all_reduce_sum([total, total_nll, seconds], ctx)
+            seconds /= ctx.world_size
+        return total / n_tokens, total_nll / n_tokens, n_tokens, seconds
+
+    def _groups(self, batches: list) -> list[list]:
+        """The epoch's global batches, ``accum_steps * world_size`` batches a step; with
+        several processes a last incomplete group is dropped, so every rank has work."""
+        size = self.run.train.accum_steps * self.ctx.world_size
+        groups = [batches[i : i + size] for i in range(0, len(batches), size)]
+        if self.ctx.distributed and groups and len(groups[-1]) < size:
+            groups.pop()
+        return groups
 
     def fit(self) -> dict:
         tc = self.run.train
         self.model.train()
         stop = self._out_of_budget()
         while self.epoch < tc.max_epochs and not stop:
-            batches = self.task.train_batches(self.epoch)
-            groups = [
-                batches[i : i + tc.accum_steps] for i in range(0, len(batches), tc.accum_steps)
-            ]
+            groups = self._groups(self.task.train_batches(self.epoch))
             bar = tqdm(
                 total=len(groups),
                 initial=self.batch_pos,
@@ -230,9 +292,8 @@ class Trainer:
             }
             while self.batch_pos < len(groups):
                 group = groups[self.batch_pos]
-                t0 = time.perf_counter()
-                loss, nll, n = self.train_step(group)
-                self.elapsed += time.perf_counter() - t0
+                loss, nll, n, seconds = self.train_step(group)
+                self.elapsed += seconds
                 self.batch_pos += 1
                 window["loss"] += loss * n
                 window["nll"] += nll * n
@@ -284,12 +345,14 @@ class Trainer:
         """Write the final model (averaged if asked), the curves, and return a summary."""
         tc = self.run.train
         model = self.model
+        if not self.ctx.is_main:
+            return {}
         if tc.average_last:
             paths = ckpt.list_checkpoints(self.ckpt_dir)[-tc.average_last :]
-            model = build_model(self.model_config)
+            model = build_model(self.model_config).to(self.ctx.device)
             model.load_state_dict(ckpt.average_checkpoints(paths))
         model.eval()
-        valid_loss, _ = evaluate_loss(model, self.valid_batches, PAD, self.task.loss_fn)
+        valid_loss = self._valid_loss(model)
         summary = {
             "step": self.step,
             "epoch": self.epoch,
@@ -301,7 +364,7 @@ class Trainer:
             "parameters": sum(p.numel() for p in model.parameters()),
         }
         if self.model_config.n_classes:
-            summary["valid_accuracy"] = accuracy(model, self.valid_batches)
+            summary["valid_accuracy"] = accuracy(model, self.valid_batches, self.ctx.device)
         extra = {"summary": summary, **self.task.saved_extra()}
         save_trained_model(self.out_dir / "model", model, self.tokenizer, self.run, extra=extra)
         self.log({"event": "finish", **summary})
@@ -312,5 +375,9 @@ class Trainer:
 
 
 def train(run: RunConfig, out_dir: Path, progress: bool = True) -> dict:
-    """Train (or resume) the run in ``out_dir`` and return its summary."""
-    return Trainer(run, out_dir, progress).fit()
+    """Train (or resume) the run in ``out_dir`` and return its summary ({} on ranks > 0)."""
+    trainer = Trainer(run, out_dir, progress)
+    try:
+        return trainer.fit()
+    finally:
+        ddp.teardown(trainer.ctx)

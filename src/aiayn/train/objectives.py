@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -44,13 +46,22 @@ def causal_lm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor,
 
 
 @torch.no_grad()
-def evaluate_loss(model, batches, pad_id: int, loss_fn=seq2seq_loss) -> tuple[float, int]:
-    """Mean NLL per target token over ``batches`` (eval mode, no smoothing)."""
+def evaluate_loss(
+    model, batches, pad_id: int, loss_fn=seq2seq_loss, device=None, autocast=nullcontext
+) -> tuple[float, int]:
+    """Mean NLL per target token over ``batches`` (eval mode, no smoothing).
+
+    ``device``: where the batches go (default: stay put); ``autocast``: a context factory
+    for mixed precision.
+    """
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     for batch in batches:
-        _, nll, n = loss_fn(model, batch, 0.0, pad_id)
+        if device is not None:
+            batch = batch.to(device)
+        with autocast():
+            _, nll, n = loss_fn(model, batch, 0.0, pad_id)
         total += float(nll)
         count += n
     model.train(was_training)
@@ -97,12 +108,14 @@ def classification_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Te
 
 
 @torch.no_grad()
-def accuracy(model, batches) -> float:
+def accuracy(model, batches, device=None) -> float:
     """Share of examples whose most likely class is the label."""
     was_training = model.training
     model.eval()
     right = total = 0
     for batch in batches:
+        if device is not None:
+            batch = batch.to(device)
         right += int((model.classify(batch.inputs).argmax(-1) == batch.targets).sum())
         total += batch.targets.numel()
     model.train(was_training)

@@ -1,0 +1,96 @@
+"""Data-parallel training under torchrun, device and precision choices."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from aiayn.config import load_run_config
+from aiayn.train import checkpoint as ckpt
+from aiayn.train import distributed as ddp
+from aiayn.train.loop import Trainer
+from tests.conftest import tiny_run_overrides
+
+NO_DROPOUT = ["model.dropout=0.0", "model.attention_dropout=0.0", "model.embedding_dropout=0.0"]
+
+
+def last_weights(run_dir):
+    return ckpt.load_checkpoint(ckpt.list_checkpoints(run_dir / "checkpoints")[-1])["model"]
+
+
+def torchrun(overrides, out, nproc=2):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc_per_node={nproc}", "-m", "aiayn.cli", "train", "--out", str(out), "--quiet"]
+    for o in overrides:
+        cmd += ["--set", o]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_two_processes_equal_one_process_with_the_same_global_batch(sample_corpus, tmp_path):
+    common = tiny_run_overrides(sample_corpus) + NO_DROPOUT + ["train.valid_every=3"]
+    # one process: 2 batches accumulated per step; two processes: 1 batch each per step
+    single = load_run_config(None, common + ["train.accum_steps=2", "train.max_steps=6"])
+    Trainer(single, tmp_path / "single", progress=False).fit()
+
+    (tmp_path / "ddp").mkdir()
+    shutil.copy(tmp_path / "single" / "tokenizer.model", tmp_path / "ddp")
+    torchrun(common + ["train.max_steps=3"], tmp_path / "ddp")  # stopped after 3 steps ...
+    done = torchrun(common + ["train.max_steps=6"], tmp_path / "ddp")  # ... and resumed
+
+    a, b = last_weights(tmp_path / "single"), last_weights(tmp_path / "ddp")
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-6, msg=k)
+    assert json.loads(done.stdout)["step"] == 6  # only rank 0 prints the summary
+
+    records = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").open()]
+    resumes = [r for r in records if r.get("event") == "resume"]
+    assert [r["step"] for r in resumes] == [3]  # rank 0 alone writes the log
+    state = ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "ddp" / "checkpoints")[-1])
+    assert len(state["rng_ranks"]) == 2
+
+
+def test_each_rank_takes_its_share_of_every_step(sample_corpus, tmp_path):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, accum_steps=2, max_steps=1))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.ctx = ddp.Context(rank=1, world_size=3)
+    groups = trainer._groups(list(range(20)))
+    assert [len(g) for g in groups] == [6, 6, 6]  # the incomplete last group is dropped
+    assert groups[0][trainer.ctx.rank :: trainer.ctx.world_size] == [1, 4]
+
+
+def test_bf16_autocast_trains_on_the_cpu(sample_corpus, tmp_path):
+    overrides = tiny_run_overrides(sample_corpus, max_steps=3, precision='"bf16"')
+    trainer = Trainer(load_run_config(None, overrides), tmp_path, progress=False)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    summary = trainer.fit()
+    assert trainer.ctx.precision == "bf16"
+    assert torch.isfinite(torch.tensor(summary["valid_loss"]))
+    after = trainer.model.state_dict()
+    assert all(after[k].dtype == torch.float32 for k in after)  # master weights stay fp32
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_device_and_precision_choices():
+    cpu = torch.device("cpu")
+    assert ddp.pick_device("cpu") == cpu
+    assert ddp.pick_precision("auto", cpu) == "fp32"
+    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+        ddp.pick_precision("fp16", cpu)
+    with pytest.raises(ValueError, match="train.precision must be one of"):
+        ddp.pick_precision("fp8", cpu)
+    if torch.cuda.is_available():
+        assert ddp.pick_device("auto").type == "cuda"
+    else:
+        assert ddp.pick_device("auto") == cpu
+        with pytest.raises(ValueError, match="no CUDA device"):
+            ddp.pick_device("cuda")
+    with pytest.raises(ValueError, match="train.device"):
+        load_run_config(None, ['train.device="tpu"'])
