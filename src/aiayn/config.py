@@ -234,6 +234,7 @@ class TrainConfig:
     init_from: str = ""  # a model directory to start from (its weights and tokenizer)
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda
     precision: str = "auto"  # auto (bf16/fp16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16
+    compile: bool = False  # torch.compile the model for training (opt-in)
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "accum_steps", "warmup", "max_epochs", "seed"):

@@ -186,3 +186,16 @@ def test_tied_weights_are_one_tensor(tiny):
     dec = build_model(tiny.replace(tie_embeddings="decoder"))
     assert dec.unembed.weight is dec.tgt_embed.token.weight
     assert dec.src_embed.token.weight is not dec.tgt_embed.token.weight
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "encoder-only", "decoder-only"])
+def test_selected_positions_give_the_same_logits(tiny, family):
+    model = build_model(tiny.replace(family=family)).eval()
+    x = tokens(3, 7)
+    select = torch.rand(3, 7) < 0.4
+    select[0, 0] = True
+    args = (tokens(3, 5), x) if family == "encoder-decoder" else (x,)
+    full = model(*args)  # (B, T, V)
+    part = model(*args, select=select)  # (n, V)
+    assert part.shape == (int(select.sum()), full.size(-1))
+    torch.testing.assert_close(part, full[select], atol=1e-6, rtol=0)

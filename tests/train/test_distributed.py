@@ -94,3 +94,22 @@ def test_device_and_precision_choices():
             ddp.pick_device("cuda")
     with pytest.raises(ValueError, match="train.device"):
         load_run_config(None, ['train.device="tpu"'])
+
+
+def test_compiled_training_step_equals_eager(sample_corpus, tmp_path):
+    overrides = tiny_run_overrides(sample_corpus, max_steps=1, compile="true") + NO_DROPOUT
+    trainer = Trainer(load_run_config(None, overrides), tmp_path, progress=False)
+    batch = trainer.task.train_batches(0)[0]
+
+    def loss_and_grads(forward):
+        trainer.model.zero_grad(set_to_none=True)
+        loss, nll, n = forward(batch)
+        loss.backward()
+        return loss.detach(), {k: p.grad.clone() for k, p in trainer.model.named_parameters()}
+
+    fast = loss_and_grads(lambda b: trainer.objective(b, 0.1, 0))
+    eager = loss_and_grads(lambda b: trainer.task.loss_fn(trainer.model, b, 0.1, 0))
+    assert trainer.objective.model is not trainer.model  # the compiled wrapper ran
+    torch.testing.assert_close(fast[0], eager[0], rtol=1e-5, atol=1e-5)
+    for k, g in eager[1].items():
+        torch.testing.assert_close(fast[1][k], g, rtol=1e-4, atol=1e-6, msg=k)

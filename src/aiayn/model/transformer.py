@@ -58,6 +58,15 @@ def _init_linear_weights(module: nn.Module) -> None:
                 nn.init.zeros_(m.bias)
 
 
+def _selected(x: Tensor, select: Tensor | None) -> Tensor:
+    """The states (n, D) at the True positions of ``select`` (B, T); all of ``x`` if None.
+
+    Training needs logits only where there is a target: skipping padding (or, for masked LM,
+    the 85% unselected positions) before the unembedding saves its matmul and softmax there.
+    """
+    return x if select is None else x[select]
+
+
 class Embedder(nn.Module):
     """Token embedding (scaled by sqrt(d_model)) + positional encoding + dropout (§3.4-3.5, §5.4)."""
 
@@ -216,11 +225,13 @@ class EncoderDecoder(nn.Module):
         src_mask: Tensor | None = None,
         state: DecoderState | None = None,
         attention: AttentionRecord | None = None,
+        select: Tensor | None = None,
     ) -> Tensor:
         """Target tokens (B, T) and memory (B, S, D) to next-token logits (B, T, V).
 
         With ``state``, ``tgt`` holds only the new tokens and the keys/values of earlier ones
-        come from the cache; ``src_mask`` defaults to the state's.
+        come from the cache; ``src_mask`` defaults to the state's. With ``select`` (bool, B, T)
+        only the selected positions are unembedded: logits (n, V), in row-major order.
         """
         pad = self.config.pad_id
         if state is None:
@@ -230,12 +241,19 @@ class EncoderDecoder(nn.Module):
             src_mask = state.memory_mask if src_mask is None else src_mask
         x = self.tgt_embed(tgt, offset)  # (B, T, D)
         x = self.decoder(x, memory, self_mask, src_mask, state, attention)  # (B, T, D)
-        return self.unembed(x)  # (B, T, V)
+        return self.unembed(_selected(x, select))  # (B, T, V) or (n, V)
 
-    def forward(self, src: Tensor, tgt: Tensor, attention: AttentionRecord | None = None) -> Tensor:
-        """Teacher-forced logits (B, T, V) for target inputs ``tgt`` (B, T) given ``src`` (B, S)."""
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        attention: AttentionRecord | None = None,
+        select: Tensor | None = None,
+    ) -> Tensor:
+        """Teacher-forced logits (B, T, V) for target inputs ``tgt`` (B, T) given ``src`` (B, S);
+        (n, V) for the positions of ``select`` (B, T) only (training skips padding)."""
         memory, src_mask = self.encode(src, attention)
-        return self.decode(tgt, memory, src_mask, attention=attention)
+        return self.decode(tgt, memory, src_mask, attention=attention, select=select)
 
 
 class EncoderOnly(nn.Module):
@@ -270,10 +288,16 @@ class EncoderOnly(nn.Module):
         weights = attention.setdefault("encoder", []) if attention is not None else None
         return self.encoder(self.embed(tokens), mask, weights=weights)  # (B, T, D)
 
-    def forward(self, tokens: Tensor, attention: AttentionRecord | None = None) -> Tensor:
-        h = self.encode(tokens, attention)  # (B, T, D)
-        h = self.mlm_norm(F.gelu(self.mlm_dense(h)))  # (B, T, D)
-        return self.unembed(h)  # (B, T, V)
+    def forward(
+        self,
+        tokens: Tensor,
+        attention: AttentionRecord | None = None,
+        select: Tensor | None = None,
+    ) -> Tensor:
+        """Masked-LM logits (B, T, V); (n, V) for the positions of ``select`` (B, T) only."""
+        h = _selected(self.encode(tokens, attention), select)  # (B, T, D) or (n, D)
+        h = self.mlm_norm(F.gelu(self.mlm_dense(h)))
+        return self.unembed(h)  # (B, T, V) or (n, V)
 
     def pool(self, h: Tensor, tokens: Tensor) -> Tensor:
         """Pool states (B, T, D) over real tokens: max (padding never wins), mean, or first."""
@@ -314,8 +338,10 @@ class DecoderOnly(nn.Module):
         tokens: Tensor,
         state: DecoderState | None = None,
         attention: AttentionRecord | None = None,
+        select: Tensor | None = None,
     ) -> Tensor:
-        """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only."""
+        """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only;
+        (n, V) for the positions of ``select`` (B, T) only."""
         pad = self.config.pad_id
         if state is None:
             offset, mask = 0, masks.causal_padding_mask(tokens, pad)  # (B, 1, T, T)
@@ -325,7 +351,7 @@ class DecoderOnly(nn.Module):
             caches = state.self_caches
         weights = attention.setdefault("decoder", []) if attention is not None else None
         x = self.decoder(self.embed(tokens, offset), mask, caches, weights)  # (B, T, D)
-        return self.unembed(x)  # (B, T, V)
+        return self.unembed(_selected(x, select))  # (B, T, V) or (n, V)
 
 
 FAMILIES = {

@@ -88,8 +88,10 @@ class Trainer:
         self.model = build_model(self.model_config).to(self.ctx.device)
         if self.ctx.rank:  # same initial weights everywhere, different dropout masks
             torch.manual_seed(tc.seed + self.ctx.rank)
+        # shapes vary from batch to batch: compile once for dynamic shapes
+        fast = torch.compile(self.model, dynamic=True) if tc.compile else self.model
         self.objective = ddp.wrap(
-            ddp.Objective(self.model, self.task.loss_fn),
+            ddp.Objective(fast, self.task.loss_fn),
             self.ctx,
             find_unused=bool(self.model_config.n_classes),  # the MLM head idles
         )

@@ -10,39 +10,43 @@ from torch import Tensor
 
 
 def label_smoothed_nll(
-    logits: Tensor, target: Tensor, smoothing: float, pad_id: int
+    logits: Tensor, target: Tensor, smoothing: float, pad_id: int, selected: bool = False
 ) -> tuple[Tensor, Tensor, int]:
     """Summed label-smoothed cross-entropy over non-pad targets (Vaswani et al. 2017 §5.4).
 
     The target distribution puts 1 - smoothing on the reference token and spreads
     ``smoothing`` evenly over the other classes except padding; padding positions and the pad
     class get nothing. Returns (smoothed loss sum, plain NLL sum, number of target tokens).
-    ``logits`` (N, V), ``target`` (N,).
+    ``logits`` (N, V), ``target`` (N,); ``selected``: the caller has already dropped the
+    padding positions (the model unembedded only real targets).
     """
     logits = logits.reshape(-1, logits.size(-1))  # (N, V)
-    target = target.reshape(-1)  # (N,)
-    keep = target != pad_id  # (N,)
-    logp = F.log_softmax(logits[keep].float(), dim=-1)  # (n, V)
-    tgt = target[keep]
+    tgt = target.reshape(-1)  # (N,)
+    if not selected:
+        keep = tgt != pad_id  # (N,)
+        logits, tgt = logits[keep], tgt[keep]  # (n, V), (n,)
+    logp = F.log_softmax(logits.float(), dim=-1)  # (n, V)
     nll = -logp.gather(1, tgt[:, None]).squeeze(1)  # (n,)
     if smoothing > 0.0:
         others = -(logp.sum(-1) - logp[:, pad_id]) - nll  # -sum log p over non-pad, non-target
         loss = (1.0 - smoothing) * nll + smoothing / (logits.size(-1) - 2) * others
     else:
         loss = nll
-    return loss.sum(), nll.sum().detach(), int(keep.sum())
+    return loss.sum(), nll.sum().detach(), tgt.numel()
 
 
 def seq2seq_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
     """Teacher-forced loss of an encoder-decoder on a ``Batch`` (Phuong & Hutter Algorithm 11)."""
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.tgt_out, smoothing, pad_id)
+    keep = batch.tgt_out != pad_id  # (B, T)
+    logits = model(batch.src, batch.tgt_in, select=keep)  # (n, V)
+    return label_smoothed_nll(logits, batch.tgt_out[keep], smoothing, pad_id, selected=True)
 
 
 def causal_lm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
     """Next-token loss of a decoder-only model (Phuong & Hutter 2022, Algorithm 13)."""
-    logits = model(batch.inputs)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.targets, smoothing, pad_id)
+    keep = batch.targets != pad_id  # (B, T)
+    logits = model(batch.inputs, select=keep)  # (n, V)
+    return label_smoothed_nll(logits, batch.targets[keep], smoothing, pad_id, selected=True)
 
 
 @torch.no_grad()
@@ -93,8 +97,9 @@ def mask_tokens(
 
 def mlm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
     """Masked-LM loss on the selected positions only (Phuong & Hutter 2022, Algorithm 12)."""
-    logits = model(batch.inputs)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.targets, smoothing, pad_id)
+    keep = batch.targets != pad_id  # (B, T): the selected positions
+    logits = model(batch.inputs, select=keep)  # (n, V)
+    return label_smoothed_nll(logits, batch.targets[keep], smoothing, pad_id, selected=True)
 
 
 def classification_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
