@@ -247,6 +247,8 @@ class TrainConfig:
         _check_choice("train.schedule", self.schedule, ("inverse_sqrt", "constant"))
         _check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"train.compile must be true or false, got {self.compile!r}")
         _check_float("train.beta1", self.beta1, 0.0, 1.0, high_open=True)
         _check_float("train.beta2", self.beta2, 0.0, 1.0, high_open=True)
         _check_float("train.eps", self.eps, 0.0, 1.0)

@@ -113,3 +113,8 @@ def test_compiled_training_step_equals_eager(sample_corpus, tmp_path):
     torch.testing.assert_close(fast[0], eager[0], rtol=1e-5, atol=1e-5)
     for k, g in eager[1].items():
         torch.testing.assert_close(fast[1][k], g, rtol=1e-4, atol=1e-6, msg=k)
+
+
+def test_compile_takes_only_a_boolean():
+    with pytest.raises(ValueError, match="train.compile must be true or false"):
+        load_run_config(None, ["train.compile=1"])
