@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -32,100 +31,20 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).parent))
 from aiayn.config import DataConfig, ModelConfig  # noqa: E402
 from aiayn.data.parallel import encode_split, train_tokenizer  # noqa: E402
-from aiayn.data.tokenizer import BOS, EOS, PAD  # noqa: E402
+from aiayn.data.tokenizer import PAD  # noqa: E402
 from aiayn.model import build_model  # noqa: E402
-from aiayn.model.layers import sinusoidal_table  # noqa: E402
 from aiayn.train.objectives import label_smoothed_nll, seq2seq_loss  # noqa: E402
 from common import machine, write_result  # noqa: E402
+from peers import Marian, TorchTransformer  # noqa: E402
 
 VOCAB = {"small": 4000, "base": 37000}
 MAX_TOKENS = {"small": 2048, "base": 4096}
-
-
-class TorchTransformer(nn.Module):
-    """torch.nn.Transformer dressed as the paper's model: tied embeddings, sinusoidal PE."""
-
-    def __init__(self, c: ModelConfig) -> None:
-        super().__init__()
-        self.d_model = c.d_model
-        self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=PAD)
-        nn.init.normal_(self.embed.weight, std=c.d_model**-0.5)
-        self.register_buffer("pe", sinusoidal_table(c.max_len, c.d_model), persistent=False)
-        self.drop = nn.Dropout(c.embedding_dropout)
-        self.core = nn.Transformer(
-            c.d_model,
-            c.n_heads,
-            c.n_encoder_layers,
-            c.n_decoder_layers,
-            c.d_ff,
-            c.dropout,
-            batch_first=True,
-        )
-
-    def _embed(self, x):
-        return self.drop(self.embed(x) * math.sqrt(self.d_model) + self.pe[: x.size(1)])
-
-    def forward(self, src, tgt):
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), dtype=torch.bool)
-        h = self.core(
-            self._embed(src),
-            self._embed(tgt),
-            tgt_mask=causal,
-            src_key_padding_mask=src == PAD,
-            tgt_key_padding_mask=tgt == PAD,
-            memory_key_padding_mask=src == PAD,
-            tgt_is_causal=True,
-        )
-        return h @ self.embed.weight.T  # (B, T, V)
-
-
-class Marian(nn.Module):
-    """Hugging Face MarianMTModel with the preset's sizes, called like our model."""
-
-    def __init__(self, c: ModelConfig) -> None:
-        super().__init__()
-        from transformers import MarianConfig, MarianMTModel
-
-        config = MarianConfig(
-            vocab_size=c.vocab_size,
-            d_model=c.d_model,
-            encoder_layers=c.n_encoder_layers,
-            decoder_layers=c.n_decoder_layers,
-            encoder_attention_heads=c.n_heads,
-            decoder_attention_heads=c.n_heads,
-            encoder_ffn_dim=c.d_ff,
-            decoder_ffn_dim=c.d_ff,
-            activation_function="relu",
-            dropout=c.dropout,
-            attention_dropout=c.attention_dropout,
-            activation_dropout=0.0,
-            max_position_embeddings=c.max_len,
-            scale_embedding=True,
-            share_encoder_decoder_embeddings=True,
-            tie_word_embeddings=True,
-            pad_token_id=PAD,
-            bos_token_id=BOS,
-            eos_token_id=EOS,
-            decoder_start_token_id=BOS,
-        )
-        self.model = MarianMTModel(config)
-
-    def forward(self, src, tgt):
-        out = self.model(
-            input_ids=src,
-            attention_mask=src != PAD,
-            decoder_input_ids=tgt,
-            decoder_attention_mask=tgt != PAD,
-            use_cache=False,
-        )
-        return out.logits
 
 
 PEERS = {"aiayn": build_model, "torch": TorchTransformer, "marian": Marian}
