@@ -84,6 +84,7 @@ class Marian(nn.Module):
             bos_token_id=BOS,
             eos_token_id=EOS,
             decoder_start_token_id=BOS,
+            forced_eos_token_id=None,  # aiayn forces nothing at the length limit
         )
         self.model = MarianMTModel(config)
 
