@@ -1,4 +1,5 @@
-"""Decoding speed: greedy and beam search, with the KV cache vs recomputing the prefix.
+"""Decoding speed: greedy and beam search, with the KV cache vs recomputing the prefix, and
+against Hugging Face MarianMTModel.generate holding the same weights (bench/peers.py).
 
     python bench/decode_speed.py [MODEL_DIR] [--sentences 200]
 
@@ -21,10 +22,11 @@ from aiayn.config import DataConfig  # noqa: E402
 from aiayn.data.batching import pad  # noqa: E402
 from aiayn.data.parallel import load_texts  # noqa: E402
 from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer  # noqa: E402
-from aiayn.infer.beam import beam_decode  # noqa: E402
+from aiayn.infer.beam import beam_decode, beam_search  # noqa: E402
 from aiayn.infer.greedy import greedy_decode  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
 from common import write_result  # noqa: E402
+from peers import marian_from  # noqa: E402
 
 
 @torch.no_grad()
@@ -45,12 +47,50 @@ def greedy_no_cache(model, src, max_len_offset=50):
     return tokens[:, 1:]
 
 
+@torch.no_grad()
+def beam_no_cache(model, src, beam=4, alpha=0.6, max_len_offset=50):
+    """Beam search that re-runs the decoder over every beam's whole prefix at each step."""
+    b = src.size(0)
+    memory, src_mask = model.encode(src)
+    held = {  # rows follow the beams; finished sentences leave
+        "memory": memory.repeat_interleave(beam, dim=0),  # (B*K, S, D)
+        "mask": src_mask.repeat_interleave(beam, dim=0),
+    }
+
+    def step(tokens):
+        held["prefix"] = torch.cat([held["prefix"], tokens], 1) if "prefix" in held else tokens
+        logits = model.decode(held["prefix"], held["memory"], held["mask"])[:, -1]  # (N*K, V)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def reorder(index):
+        for name in held:
+            held[name] = held[name].index_select(0, index)
+
+    max_len = (src != PAD).sum(1) + max_len_offset
+    return beam_search(step, reorder, b, beam, max_len, alpha, 1, src.device)
+
+
+def marian_generate(peer, src, beam, max_len_offset=50):
+    """MarianMTModel.generate with the same limits (HF's length penalty is len**alpha)."""
+    out = peer.model.generate(
+        input_ids=src,
+        attention_mask=src != PAD,
+        num_beams=beam,
+        length_penalty=0.6,
+        do_sample=False,
+        max_new_tokens=int((src != PAD).sum(1).max()) + max_len_offset,
+    )
+    return out[:, 1:]  # without the decoder start token
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     model = load_model_dir(args.model_dir)
     tokenizer = Tokenizer.load(Path(args.model_dir))
     run = json.loads((Path(args.model_dir) / "run.json").read_text())
@@ -71,10 +111,14 @@ def main() -> None:
             )
         return produced / (time.perf_counter() - start)
 
+    peer = marian_from(model)
     rows = {
         "greedy, KV cache": lambda s: greedy_decode(model, s),
         "greedy, no cache": lambda s: greedy_no_cache(model, s),
+        "greedy, Marian": lambda s: marian_generate(peer, s, 1),
         "beam 4, KV cache": lambda s: beam_decode(model, s, beam=4),
+        "beam 4, no cache": lambda s: beam_no_cache(model, s, beam=4),
+        "beam 4, Marian": lambda s: marian_generate(peer, s, 4),
     }
     results = {}
     for name, fn in rows.items():
@@ -85,6 +129,12 @@ def main() -> None:
         print(f"{name:<20} {tps:>10.0f}")
     speedup = results["greedy, KV cache"] / results["greedy, no cache"]
     print(f"KV cache speed-up (greedy): {speedup:.2f}x")
+    vs_marian = {
+        "greedy": results["greedy, KV cache"] / results["greedy, Marian"],
+        "beam 4": results["beam 4, KV cache"] / results["beam 4, Marian"],
+    }
+    print(f"vs MarianMTModel.generate: greedy {vs_marian['greedy']:.2f}x, ", end="")
+    print(f"beam 4 {vs_marian['beam 4']:.2f}x")
     path = write_result(
         "decode_speed",
         {
@@ -93,6 +143,8 @@ def main() -> None:
             "batch": args.batch,
             "tokens_per_s": results,
             "kv_cache_speedup_greedy": speedup,
+            "speedup_vs_marian": vs_marian,
+            "threads": torch.get_num_threads(),
         },
     )
     print(f"appended to {path}")

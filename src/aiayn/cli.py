@@ -114,7 +114,12 @@ def _load(model_dir: str):
 def _search_options(args: argparse.Namespace) -> dict:
     if args.beam < 1:
         raise ValueError(f"--beam must be >= 1, got {args.beam}")
-    return dict(beam=args.beam, lenpen=args.lenpen, max_len_offset=args.max_len_offset)
+    return dict(
+        beam=args.beam,
+        lenpen=args.lenpen,
+        max_len_offset=args.max_len_offset,
+        early_stop=args.early_stop,
+    )
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
@@ -269,6 +274,12 @@ def _add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lenpen", type=float, default=0.6, help="length penalty alpha (§6.1)")
     p.add_argument(
         "--max-len-offset", type=int, default=50, help="max output length = source length + N"
+    )
+    p.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="beam: stop a sentence once its best live hypothesis, finished now, would lose "
+        "(faster; the default stops only when no live hypothesis can still win)",
     )
 
 

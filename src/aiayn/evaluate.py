@@ -32,7 +32,7 @@ def evaluate_translation(
 ) -> tuple[dict, list[tuple[str, str]], list[str]]:
     """Translate ``split`` of the corpus; score it, and the validation perplexity.
 
-    ``search`` takes translate()'s options: beam, lenpen, max_len_offset.
+    ``search`` takes translate()'s options: beam, lenpen, max_len_offset, early_stop.
     Returns (scores, source/reference pairs, hypotheses).
     """
     from aiayn.data.parallel import encode_split, load_texts

@@ -35,9 +35,11 @@ class Scripted:
         self.prefixes = [self.prefixes[i] for i in index.tolist()]
 
 
-def run(table, beam, alpha, max_len=10, nbest=1, batch=1):
+def run(table, beam, alpha, max_len=10, nbest=1, batch=1, early_stop=False):
     s = Scripted(table, batch, beam)
-    return beam_search(s.step, s.reorder, batch, beam, torch.tensor(max_len), alpha, nbest)
+    return beam_search(
+        s.step, s.reorder, batch, beam, torch.tensor(max_len), alpha, nbest, early_stop=early_stop
+    )
 
 
 def test_expected_hypotheses_and_scores():
@@ -68,6 +70,22 @@ def test_length_penalty_lets_a_longer_hypothesis_win():
     best = run(table, beam=2, alpha=1.5)[0][0]
     assert best.tokens == [A, A, A, A, EOS]
     assert best.score == pytest.approx(long_ / length_penalty(5, 1.5), abs=1e-5)
+
+
+def test_early_stop_can_miss_what_the_exact_search_finds():
+    # after step 1 the live A scores .6 and dips to .36 at step 2: the heuristic, judging it
+    # as if it finished now, gives up; the exact search follows it to a better, longer end
+    table = {
+        (): {EOS: 0.5, A: 0.5},
+        (A,): {A: 0.6, EOS: 0.4},
+        (A, A): {A: 0.99, EOS: 0.01},
+        (A, A, A): {A: 0.999, EOS: 0.001},
+        (A, A, A, A): {EOS: 1.0},
+    }
+    exact = run(table, beam=2, alpha=1.5)[0][0]
+    early = run(table, beam=2, alpha=1.5, early_stop=True)[0][0]
+    assert exact.tokens == [A, A, A, A, EOS] and early.tokens == [EOS]
+    assert exact.score > early.score
 
 
 def test_max_len_cuts_live_hypotheses():

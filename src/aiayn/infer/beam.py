@@ -1,7 +1,7 @@
 """Batched beam search with the GNMT length penalty (Vaswani et al. 2017 §6.1; Wu et al. 2016).
 
-Written as pure functions over a step function and a shape-annotated ``BeamState``, so the
-search can be tested against a scripted decoder with hand-set probabilities.
+Written as a pure function over a step function and a reorder function, so the search can
+be tested against a scripted decoder with hand-set probabilities.
 
 Conventions: a hypothesis's length |Y| counts its generated tokens including the final eos;
 its score is log P(Y) / lp(Y) with lp(Y) = ((5 + |Y|) / 6) ** alpha. An eos candidate finishes
@@ -37,13 +37,6 @@ class Hypothesis:
     log_prob: float
 
 
-@dataclass
-class BeamState:
-    tokens: Tensor  # (B, K, L) generated so far, bos first
-    log_probs: Tensor  # (B, K) cumulative log-probabilities of live hypotheses
-    done: Tensor  # (B,) sentence finished
-
-
 def _finalize(hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha: float) -> None:
     score = log_prob / length_penalty(len(tokens), alpha)
     hyps.append(Hypothesis(tokens, score, log_prob))
@@ -59,79 +52,89 @@ def beam_search(
     alpha: float = 0.6,
     nbest: int = 1,
     device: torch.device | str = "cpu",
+    early_stop: bool = False,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per sentence, best first.
 
-    ``step`` maps each live hypothesis's last token (B*K, 1) to next-token log-probs
-    (B*K, V), reading whatever it keeps (e.g. a KV cache) in beam order; ``reorder(index)``
-    re-orders that state after each step. ``max_len`` (B,) caps each sentence's length.
+    By default a sentence stops only when no live hypothesis can still win (exact, and slow:
+    with alpha > 0 that is often at ``max_len``). ``early_stop`` uses the common heuristic
+    (Hugging Face's default): stop once the best live hypothesis, finished now, would not
+    beat the n-th best finished one; a longer, better hypothesis may then be missed.
+
+    ``step`` maps each live hypothesis's last token (N*K, 1) to next-token log-probs
+    (N*K, V), reading whatever it keeps (e.g. a KV cache) in beam order; ``reorder(index)``
+    selects and re-orders the rows of that state after each step. Finished sentences leave
+    the batch (N shrinks from B), so they cost no more decoder steps. ``max_len`` (B,) caps
+    each sentence's length.
     """
     b, k = batch_size, beam
     if nbest > k:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({k})")
-    max_len = torch.as_tensor(max_len, device=device).expand(b)
-    state = BeamState(
-        tokens=torch.full((b, k, 1), BOS, dtype=torch.long, device=device),
-        log_probs=torch.full((b, k), float("-inf"), device=device),
-        done=torch.zeros(b, dtype=torch.bool, device=device),
-    )
-    state.log_probs[:, 0] = 0.0  # all beams start identical: expand only the first
+    ids = torch.arange(b, device=device)  # (N,) the sentence of each row still searching
+    limit = torch.as_tensor(max_len, device=device).expand(b).clone()  # (N,)
+    tokens = torch.full((b, k, 1), BOS, dtype=torch.long, device=device)  # (N, K, L)
+    log_probs = torch.full((b, k), float("-inf"), device=device)  # (N, K) live hypotheses
+    log_probs[:, 0] = 0.0  # all beams start identical: expand only the first
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    base = (torch.arange(b, device=device) * k)[:, None]  # (B, 1)
+    nth_best = torch.full((b,), float("-inf"), dtype=torch.float64, device=device)
+    n_finished = torch.zeros(b, dtype=torch.long, device=device)
+
+    def finalize(row: int, toks: list[int], log_prob: float) -> None:
+        i = int(ids[row])
+        _finalize(finished[i], toks, log_prob, alpha)
+        n_finished[i] += 1
+        if len(finished[i]) >= nbest:
+            nth_best[i] = sorted(h.score for h in finished[i])[-nbest]
+
     length = 0
-    while not state.done.all():
+    while ids.numel():
         length += 1
-        logp = step(state.tokens[:, :, -1].reshape(b * k, 1))  # (B*K, V)
+        n = ids.numel()
+        logp = step(tokens[:, :, -1].reshape(n * k, 1))  # (N*K, V)
         v = logp.size(-1)
-        cand = state.log_probs[:, :, None] + logp.view(b, k, v)  # (B, K, V)
-        top_scores, top_index = cand.view(b, k * v).topk(2 * k, dim=1)  # (B, 2K)
-        top_beam, top_token = top_index // v, top_index % v  # (B, 2K)
+        cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
+        top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
+        top_beam, top_token = top_index // v, top_index % v  # (N, 2K)
         is_eos = top_token == EOS
 
         # eos among the top K candidates finishes a hypothesis
-        eos_rank = is_eos & (torch.arange(2 * k, device=device) < k)  # (B, 2K)
-        eos_rank &= ~state.done[:, None] & torch.isfinite(top_scores)
-        for i, j in eos_rank.nonzero().tolist():
-            prefix = state.tokens[i, top_beam[i, j], 1:].tolist()
-            _finalize(finished[i], prefix + [EOS], top_scores[i, j].item(), alpha)
+        eos_rank = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
+        for row, j in eos_rank.nonzero().tolist():
+            prefix = tokens[row, top_beam[row, j], 1:].tolist()
+            finalize(row, prefix + [EOS], top_scores[row, j].item())
 
         # the best K candidates that are not eos live on
         live_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        live_scores, pick = live_scores.topk(k, dim=1)  # (B, K)
-        new_beam = top_beam.gather(1, pick)  # (B, K)
-        new_token = top_token.gather(1, pick)  # (B, K)
-        flat = (base + new_beam).view(-1)  # (B*K,)
-        reorder(flat)
-        state.tokens = torch.cat(
+        log_probs, pick = live_scores.topk(k, dim=1)  # (N, K)
+        new_beam = top_beam.gather(1, pick)  # (N, K)
+        rows = torch.arange(n, device=device)[:, None] * k + new_beam  # (N, K) flat parents
+        tokens = torch.cat(
             [
-                state.tokens.view(b * k, -1).index_select(0, flat).view(b, k, -1),
-                new_token[..., None],
+                tokens.view(n * k, -1)[rows.view(-1)].view(n, k, -1),
+                top_token.gather(1, pick)[..., None],
             ],
             dim=2,
-        )  # (B, K, L+1)
-        state.log_probs = live_scores
+        )  # (N, K, L+1)
 
         # sentences at their length limit finish their live hypotheses as they are
-        at_limit = (length >= max_len) & ~state.done
-        for i in at_limit.nonzero().flatten().tolist():
-            for j in range(k):
-                if torch.isfinite(state.log_probs[i, j]):
-                    tokens = state.tokens[i, j, 1:].tolist()
-                    _finalize(finished[i], tokens, state.log_probs[i, j].item(), alpha)
-        state.done |= at_limit
+        at_limit = length >= limit  # (N,)
+        for row in at_limit.nonzero().flatten().tolist():
+            for j in torch.isfinite(log_probs[row]).nonzero().flatten().tolist():
+                finalize(row, tokens[row, j, 1:].tolist(), log_probs[row, j].item())
 
         # a sentence is done when no live hypothesis can beat its n-th best finished one
-        for i in (~state.done).nonzero().flatten().tolist():
-            if len(finished[i]) < nbest:
-                continue
-            nth = sorted(h.score for h in finished[i])[-nbest]
-            best_live = state.log_probs[i].max().item()
-            reachable = best_live / length_penalty(max_len[i].item(), alpha)
-            if alpha < 0:  # the bound above needs alpha >= 0; without it, stop at K finished
-                reachable = float("inf") if len(finished[i]) < k else float("-inf")
-            if reachable <= nth:
-                state.done[i] = True
-        state.log_probs = state.log_probs.masked_fill(state.done[:, None], float("-inf"))
+        if alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
+            best_live = log_probs.max(1).values.double()  # (N,)
+            horizon = torch.full_like(limit, length + 1) if early_stop else limit
+            reachable = best_live / length_penalty(horizon.double(), alpha)
+            done = at_limit | (reachable <= nth_best[ids])
+        else:  # the bound needs alpha >= 0; without it, stop at K finished
+            done = at_limit | (n_finished[ids] >= k)
+
+        keep = ~done
+        reorder(rows[keep].view(-1))  # follow the surviving beams; drop finished sentences
+        tokens, log_probs = tokens[keep], log_probs[keep]
+        ids, limit = ids[keep], limit[keep]
     return [sorted(h, key=lambda x: -x.score)[:nbest] for h in finished]
 
 
@@ -143,6 +146,7 @@ def beam_decode(
     alpha: float = 0.6,
     max_len_offset: int = 50,
     nbest: int = 1,
+    early_stop: bool = False,
 ) -> list[list[Hypothesis]]:
     """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence.
 
@@ -162,7 +166,7 @@ def beam_decode(
         logits = model.decode(tokens, memory, state=state)[:, -1]  # (B*K, V)
         return torch.log_softmax(logits.float(), dim=-1)
 
-    return beam_search(step, state.reorder, b, beam, max_len, alpha, nbest, src.device)
+    return beam_search(step, state.reorder, b, beam, max_len, alpha, nbest, src.device, early_stop)
 
 
 def best_tokens(hyps: list[list[Hypothesis]]) -> Tensor:

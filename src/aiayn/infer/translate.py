@@ -19,6 +19,7 @@ def search(
     lenpen: float = 0.6,
     max_len_offset: int = 50,
     nbest: int = 1,
+    early_stop: bool = False,
 ) -> list[list[Hypothesis]]:
     """Greedy search (beam 1) or beam search (§6.1) over sources (B, S): n-best per sentence."""
     if beam == 1 and nbest == 1:
@@ -28,7 +29,7 @@ def search(
             tokens = [t for t in row if t != PAD]
             rows.append([Hypothesis(tokens, float("nan"), float("nan"))])
         return rows
-    return beam_decode(model, src, beam, lenpen, max_len_offset, nbest)
+    return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop)
 
 
 def translate(
@@ -39,6 +40,7 @@ def translate(
     lenpen: float = 0.6,
     max_len_offset: int = 50,
     nbest: int = 1,
+    early_stop: bool = False,
     max_tokens: int = 4096,
     stats: dict | None = None,
 ) -> list[list[tuple[str, float]]]:
@@ -58,7 +60,8 @@ def translate(
         while j < len(order) and len(ids[order[j]]) * (j - i + 1) <= budget:
             j += 1
         chunk = order[i:j]
-        hyps = search(model, pad([ids[k] for k in chunk]), beam, lenpen, max_len_offset, nbest)
+        src = pad([ids[k] for k in chunk])
+        hyps = search(model, src, beam, lenpen, max_len_offset, nbest, early_stop)
         for k, n_best in zip(chunk, hyps, strict=True):
             produced += len(n_best[0].tokens) if n_best else 0
             texts_out = tokenizer.decode([h.tokens for h in n_best])
