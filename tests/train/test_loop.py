@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from aiayn.config import load_run_config
@@ -67,3 +68,52 @@ def test_init_from_starts_at_a_model_directory(sample_corpus, tmp_path):
 
     with pytest.raises(ValueError, match="init_from=.*differs from this run's in d_ff"):
         Trainer(load_run_config(None, wrong), tmp_path / "c", progress=False)
+
+
+class PoisonSteps(torch.nn.Module):
+    """Wraps the training objective; the calls numbered in ``poisoned`` return a NaN loss."""
+
+    def __init__(self, objective, poisoned):
+        super().__init__()
+        self.objective, self.poisoned, self.calls = objective, set(poisoned), 0
+
+    def forward(self, batch, smoothing, pad_id):
+        self.calls += 1
+        loss, nll, n = self.objective(batch, smoothing, pad_id)
+        if self.calls in self.poisoned:
+            loss = loss * float("nan")
+        return loss, nll, n
+
+
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_a_step_with_nan_gradients_is_skipped_and_logged(sample_corpus, tmp_path):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=4))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = PoisonSteps(trainer.objective, poisoned={2})
+    groups = trainer._groups(trainer.task.train_batches(0))
+    trainer.train_step(groups[0])
+    before, adam_before = snapshot(trainer.model), trainer.optimizer.state_dict()["state"]
+    trainer.train_step(groups[1])  # NaN: no update
+    after = snapshot(trainer.model)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    adam_after = trainer.optimizer.state_dict()["state"]
+    assert all(
+        torch.equal(adam_before[i]["exp_avg"], adam_after[i]["exp_avg"]) for i in adam_before
+    )
+    trainer.train_step(groups[2])  # finite again: training goes on
+    assert any(not torch.equal(after[k], v) for k, v in snapshot(trainer.model).items())
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
+    assert [r["step"] for r in records if r.get("event") == "skipped_step"] == [2]
+
+
+def test_nan_gradients_in_a_row_stop_the_run_with_a_clear_error(sample_corpus, tmp_path):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=40))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = PoisonSteps(trainer.objective, poisoned=range(7, 100))
+    with pytest.raises(FloatingPointError, match=r"step 11: .* NaN for 5 steps in a row.*lr_scale"):
+        trainer.fit()
+    assert trainer.step == 10  # 6 good steps, 4 skipped; the 5th skipped one raised
+    assert ckpt.list_checkpoints(tmp_path / "checkpoints")  # the step-5 checkpoint stands

@@ -99,6 +99,7 @@ class Trainer:
         self.optimizer, self.scheduler = build_optimizer(self.model, tc, self.model_config.d_model)
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
+        self.grad_norm, self.nonfinite_in_a_row = 0.0, 0
         if existing:
             self._resume(existing[-1])
         elif tc.init_from:
@@ -239,27 +240,50 @@ class Trainer:
         n_tokens = sum(b.n_tokens for b in group)
         mine = group[ctx.rank :: ctx.world_size]
         scale = ctx.world_size / n_tokens
-        total = total_nll = 0.0
+        total = total_nll = torch.zeros((), device=ctx.device)  # summed on the device: no syncs
         for i, batch in enumerate(mine):
             with ddp.no_sync(self.objective, skip=i < len(mine) - 1):
                 with ctx.autocast():
                     loss, nll, _ = self.objective(batch.to(ctx.device), tc.label_smoothing, PAD)
                 self.scaler.scale(loss * scale).backward()
-            total += float(loss.detach())
-            total_nll += float(nll)
-        if tc.clip_norm:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+            total = total + loss.detach().float()
+            total_nll = total_nll + nll.detach().float()
+        self.scaler.unscale_(self.optimizer)
+        max_norm = tc.clip_norm or math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        self.grad_norm = float(norm)  # the one host sync of the step
+        if self.scaler.is_enabled() or math.isfinite(self.grad_norm):
+            self.scaler.step(self.optimizer)  # fp16: the scaler skips steps with inf/NaN
+            self.scaler.update()
+            self.nonfinite_in_a_row = 0
+        else:
+            self._skip_nonfinite_step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         seconds = time.perf_counter() - start
+        total, total_nll = float(total), float(total_nll)
         if ctx.distributed:  # one all-reduce: the logged losses and a common clock
             total, total_nll, seconds = ddp.all_reduce_sum([total, total_nll, seconds], ctx)
             seconds /= ctx.world_size
         return total / n_tokens, total_nll / n_tokens, n_tokens, seconds
+
+    MAX_NONFINITE_IN_A_ROW = 5
+
+    def _skip_nonfinite_step(self) -> None:
+        """Gradients with inf or NaN (identical on every rank after the all-reduce): leave
+        the weights and optimizer state as they are, log it, and give up after a few in a row
+        rather than train on garbage."""
+        self.nonfinite_in_a_row += 1
+        self.log({"event": "skipped_step", "step": self.step + 1, "reason": "non-finite gradients"})
+        if self.nonfinite_in_a_row >= self.MAX_NONFINITE_IN_A_ROW:
+            last = ckpt.list_checkpoints(self.ckpt_dir)
+            raise FloatingPointError(
+                f"step {self.step + 1}: gradients were inf or NaN for {self.nonfinite_in_a_row} "
+                f"steps in a row; the run stops (last checkpoint: "
+                f"{last[-1] if last else 'none'}). Lower train.lr_scale, set train.clip_norm, "
+                "or use train.precision=fp32"
+            )
 
     def _groups(self, batches: list) -> list[list]:
         """The epoch's global batches, ``accum_steps * world_size`` batches a step; with
@@ -331,6 +355,7 @@ class Trainer:
             "loss": window["loss"] / tokens,
             "nll": window["nll"] / tokens,
             "lr": self.scheduler.get_last_lr()[0],
+            "grad_norm": self.grad_norm,  # of the window's last step, before clipping
             "tokens_per_s": tokens / max(now - window["t"], 1e-9),
             "padding_efficiency": window["eff"] / max(window["n"], 1),
             "elapsed_s": self.elapsed,
