@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from aiayn import build_model
+from aiayn import ModelConfig, build_model
 from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.beam import beam_decode, beam_search, best_tokens, length_penalty
 from aiayn.infer.greedy import greedy_decode
@@ -162,3 +162,19 @@ def test_cached_greedy_makes_the_same_tokens_as_recomputing(trained_copy_model):
         live = ~done
         assert torch.equal(cached[live, t], tokens[live, t + 1])
         done |= cached[:, t] == EOS
+
+
+def test_batched_greedy_equals_one_by_one_with_each_sentence_its_own_limit():
+    # an untrained model rarely makes eos: most sentences run to their own length limit
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.preset("tiny", vocab_size=40)).eval()
+    src = torch.tensor([[5, 6, 7, 8, 9, 10, 11], [9, 10, 0, 0, 0, 0, 0], [4, 4, 5, 6, 0, 0, 0]])
+    batched = greedy_decode(model, src, max_len_offset=3)
+    assert batched.size(1) == 7 + 3
+    for i in range(3):
+        n = int((src[i] != 0).sum())
+        one = greedy_decode(model, src[i : i + 1, :n], max_len_offset=3)[0]
+        assert one.size(0) <= n + 3
+        row = batched[i]
+        assert torch.equal(row[: one.size(0)], one)
+        assert (row[one.size(0) :] == 0).all()

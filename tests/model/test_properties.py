@@ -7,6 +7,7 @@ import torch
 
 from aiayn import build_model
 from aiayn.model import masks
+from aiayn.model.attention import KVCache
 from aiayn.model.layers import SinusoidalPositionalEncoding, TokenEmbedding, sinusoidal_table
 
 PAD = 0
@@ -151,6 +152,24 @@ def test_kv_cached_decoding_equals_full_forward(config, family):
         steps = [model(tgt[:, :3], state=state)]  # a prompt, then one token at a time
         steps += [model(tgt[:, t : t + 1], state=state) for t in range(3, 7)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_kv_cache_reorder_follows_the_rows_through_appends_and_shrinks():
+    # the cache reuses a spare buffer when the batch keeps its size: check it against plain
+    # tensors re-indexed the obvious way, across growth, re-orders and a shrink
+    cache, k_ref, v_ref = KVCache(), None, None
+    for step, index in enumerate([None, [1, 1, 0], [2, 0, 1], None, [0, 0, 0], [2, 1], [1, 1]]):
+        if index is not None:
+            index = torch.tensor(index)
+            cache.reorder(index)
+            k_ref, v_ref = k_ref[index], v_ref[index]
+        k = torch.randn(k_ref.size(0) if k_ref is not None else 3, 2, 1 + step % 2, 4)
+        v = torch.randn_like(k)
+        k_ref = k if k_ref is None else torch.cat([k_ref, k], 2)
+        v_ref = v if v_ref is None else torch.cat([v_ref, v], 2)
+        k_all, v_all = cache.update(k, v)
+        assert torch.equal(k_all, k_ref) and torch.equal(v_all, v_ref), step
 
 
 def test_attention_weights_recorded_without_changing_outputs(tiny):

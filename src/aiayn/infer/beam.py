@@ -166,7 +166,10 @@ def beam_decode(
         logits = model.decode(tokens, memory, state=state)[:, -1]  # (B*K, V)
         return torch.log_softmax(logits.float(), dim=-1)
 
-    return beam_search(step, state.reorder, b, beam, max_len, alpha, nbest, src.device, early_stop)
+    def reorder(index: Tensor) -> None:  # a row's parent is a beam of the same sentence
+        state.reorder(index, same_sources=True)
+
+    return beam_search(step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop)
 
 
 def best_tokens(hyps: list[list[Hypothesis]]) -> Tensor:

@@ -15,26 +15,36 @@ def greedy_decode(
 ) -> Tensor:
     """Most likely next token at each step until eos; (B, S) sources to (B, L) token ids.
 
-    Stops at source length + ``max_len_offset`` (Vaswani et al. 2017 §6.1), or ``max_len``.
-    Finished rows are padded; the output holds no bos and ends with eos where one was made.
+    Each sentence stops at its own source length + ``max_len_offset`` (Vaswani et al. 2017
+    §6.1), or at ``max_len``. A finished sentence leaves the batch (its rows of the KV cache
+    go too), so a batch costs what its live sentences cost and every sentence decodes as it
+    would alone. The output holds no bos, ends with eos where one was made, and is padded.
     """
     model.eval()
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     state = model.new_state(src_mask)
-    b = src.size(0)
-    src_len = int((src != PAD).sum(1).max())
-    limit = src_len + max_len_offset if max_len is None else max_len
+    b, device = src.size(0), src.device
+    if max_len is None:
+        limit = (src != PAD).sum(1) + max_len_offset  # (B,)
+    else:
+        limit = torch.full((b,), max_len, dtype=torch.long, device=device)
     if model.config.pos_encoding == "learned":  # no positions past the learned table
-        limit = min(limit, model.config.max_len)
-    token = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
-    done = torch.zeros(b, dtype=torch.bool, device=src.device)
-    out = []
-    for _ in range(limit):
-        logits = model.decode(token, memory, state=state)[:, -1]  # (B, V)
-        token = logits.argmax(-1, keepdim=True)  # (B, 1)
-        token = token.masked_fill(done[:, None], PAD)
-        out.append(token)
-        done |= token[:, 0] == EOS
-        if done.all():
-            break
-    return torch.cat(out, dim=1)  # (B, L)
+        limit = limit.clamp(max=model.config.max_len)
+    steps = int(limit.max()) if b else 0
+    out = torch.full((b, steps), PAD, dtype=torch.long, device=device)
+    rows = torch.arange(b, device=device)  # (N,) the sentence of each live row
+    token = torch.full((b, 1), BOS, dtype=torch.long, device=device)
+    width = 0
+    for step in range(steps):
+        logits = model.decode(token, memory, state=state)[:, -1]  # (N, V)
+        token = logits.argmax(-1, keepdim=True)  # (N, 1)
+        out[rows, step] = token[:, 0]
+        width = step + 1
+        done = (token[:, 0] == EOS) | (limit[rows] <= width)  # (N,)
+        if done.any():
+            keep = (~done).nonzero().squeeze(1)  # (N',)
+            if keep.numel() == 0:
+                break
+            rows, token, memory = rows[keep], token[keep], memory[keep]
+            state.reorder(keep)
+    return out[:, :width]  # (B, L)

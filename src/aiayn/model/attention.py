@@ -43,6 +43,7 @@ class KVCache:
         self.k: Tensor | None = None  # (B, H, capacity, Dh)
         self.v: Tensor | None = None
         self.length = 0
+        self._spare: tuple[Tensor, Tensor] | None = None  # reorder's target, reused
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``k``, ``v`` (B, H, t, Dh); return all keys and values so far (B, H, L, Dh)."""
@@ -68,10 +69,25 @@ class KVCache:
         return self.k is not None
 
     def reorder(self, index: Tensor) -> None:
-        """Select batch rows ``index`` (B',) of the cache, e.g. the surviving beams."""
-        if self.k is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+        """Select batch rows ``index`` (B',) of the cache, e.g. the surviving beams.
+
+        When the batch keeps its size (a beam search step), only the filled part is copied,
+        into a spare buffer that the next reorder reuses: no allocation per step.
+        """
+        if self.k is None:
+            return
+        same_size = len(index) == self.k.size(0)
+        if self.static or not same_size or (torch.is_grad_enabled() and self.k.requires_grad):
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+            self._spare = None
+            return
+        if self._spare is None or self._spare[0].shape != self.k.shape:
+            self._spare = (torch.empty_like(self.k), torch.empty_like(self.v))
+        k, v, n = *self._spare, self.length
+        torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
+        torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
+        self._spare = (self.k, self.v)
+        self.k, self.v = k, v
 
 
 class MultiHeadAttention(nn.Module):

@@ -167,13 +167,23 @@ class DecoderState:
         causal = masks.causal_mask(tokens.size(1), tokens.device, offset)  # (1, 1, t, L)
         return masks.guard_empty_rows(causal & self.token_mask[:, None, None, :])
 
-    def reorder(self, index: Tensor) -> None:
-        for cache in self.self_caches + self.cross_caches:
+    def reorder(self, index: Tensor, same_sources: bool = False) -> None:
+        """Keep batch rows ``index`` (B',), in that order.
+
+        ``same_sources``: every row moves only among rows that share its source (the beams
+        of one sentence), so the source side (cross-attention keys/values, memory mask)
+        changes only if sentences leave the batch (B' differs from B); a beam search then
+        copies the target-side cache alone at most steps.
+        """
+        caches = self.self_caches
+        if not same_sources or self.memory_mask is None or len(index) != len(self.memory_mask):
+            caches = caches + self.cross_caches
+            if self.memory_mask is not None:
+                self.memory_mask = self.memory_mask.index_select(0, index)
+        for cache in caches:
             cache.reorder(index)
         if self.token_mask is not None:
             self.token_mask = self.token_mask.index_select(0, index)
-        if self.memory_mask is not None:
-            self.memory_mask = self.memory_mask.index_select(0, index)
 
 
 class EncoderDecoder(nn.Module):
