@@ -214,7 +214,7 @@ class TrainConfig:
     accum_steps: int = 1
     lr_scale: float = 1.0  # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     warmup: int = 4000
-    schedule: str = "inverse_sqrt"
+    schedule: str = "inverse_sqrt"  # | constant | cosine (lr_scale is then the peak lr)
     beta1: float = 0.9
     beta2: float = 0.98
     eps: float = 1e-9
@@ -244,7 +244,9 @@ class TrainConfig:
         _check_int("train.log_every", self.log_every, 1)
         _check_int("train.checkpoint_every", self.checkpoint_every, 1)
         _check_float("train.lr_scale", self.lr_scale, 0.0, 1e6)
-        _check_choice("train.schedule", self.schedule, ("inverse_sqrt", "constant"))
+        _check_choice("train.schedule", self.schedule, ("inverse_sqrt", "constant", "cosine"))
+        if self.schedule == "cosine" and not self.max_steps:
+            raise ValueError("train.schedule=cosine decays over train.max_steps: set it (> 0)")
         _check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         if not isinstance(self.compile, bool):

@@ -2,8 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from aiayn.config import TrainConfig
 from aiayn.train.objectives import label_smoothed_nll
-from aiayn.train.optim import noam_lr
+from aiayn.train.optim import cosine_lr, noam_lr
 
 PAD = 0
 
@@ -50,3 +51,19 @@ def test_noam_schedule_follows_the_paper():
     assert noam_lr(4 * w, d, w) == pytest.approx(noam_lr(w, d, w) / 2)
     assert max(range(1, 3 * w, 97), key=lambda s: noam_lr(s, d, w)) in range(w - 97, w + 1)
     assert noam_lr(w, d, w, scale=2.0) == pytest.approx(2 * noam_lr(w, d, w))
+
+
+def test_cosine_schedule_warms_up_then_decays_to_zero():
+    assert cosine_lr(50, 100, 1100, 1e-3) == pytest.approx(5e-4)
+    assert cosine_lr(100, 100, 1100, 1e-3) == pytest.approx(1e-3)  # the peak
+    assert cosine_lr(600, 100, 1100, 1e-3) == pytest.approx(5e-4)  # half-way down
+    assert cosine_lr(1100, 100, 1100, 1e-3) == pytest.approx(0.0, abs=1e-12)
+    assert cosine_lr(5000, 100, 1100, 1e-3) == pytest.approx(0.0, abs=1e-12)
+    lrs = [cosine_lr(s, 100, 1100, 1e-3) for s in range(100, 1101)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))
+
+
+def test_cosine_schedule_needs_a_step_budget():
+    with pytest.raises(ValueError, match="max_steps"):
+        TrainConfig(schedule="cosine")
+    assert TrainConfig(schedule="cosine", max_steps=10).max_steps == 10

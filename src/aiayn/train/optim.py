@@ -1,6 +1,9 @@
-"""Adam and the warmup / inverse-square-root learning rate (Vaswani et al. 2017 §5.3)."""
+"""Adam and the warmup / inverse-square-root learning rate (Vaswani et al. 2017 §5.3), or a
+warmup + cosine decay for runs with a fixed number of steps."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -11,6 +14,15 @@ def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (§5.3, eq. 3)."""
     step = max(step, 1)
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def cosine_lr(step: int, warmup: int, total: int, peak: float) -> float:
+    """Linear warmup to ``peak`` at ``warmup``, then half a cosine down to 0 at ``total``
+    (for runs with a fixed step budget, such as short language-model runs)."""
+    if step <= warmup:
+        return peak * step / warmup
+    progress = min(1.0, (step - warmup) / max(total - warmup, 1))
+    return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def build_optimizer(
@@ -28,6 +40,10 @@ def build_optimizer(
 
         def factor(i: int) -> float:
             return noam_lr(i + 1, d_model, config.warmup, config.lr_scale)
+    elif config.schedule == "cosine":
+
+        def factor(i: int) -> float:
+            return cosine_lr(i + 1, config.warmup, config.max_steps, config.lr_scale)
     else:
 
         def factor(i: int) -> float:
