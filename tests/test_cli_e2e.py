@@ -121,6 +121,10 @@ def test_prepare_files_imports_user_data(tmp_path, capsys):
         ("Guten Morgen.", "Good morning."),
     ]
     assert load_split(out, "valid") == [("Danke.", "Thanks.")]
+    (tmp_path / "c.jsonl").write_text('{"translation": {"de": "Ja.", "en": "Yes."}}\n')
+    argv = ["prepare", "files", "--out", str(out), "--split", f"test={tmp_path / 'c.jsonl'}"]
+    assert main(argv) == 0
+    assert load_split(out, "test") == [("Ja.", "Yes.")]
     (tmp_path / "bad.tsv").write_text("no tab here\n")
     assert (
         main(["prepare", "files", "--out", str(out), "--split", f"test={tmp_path / 'bad.tsv'}"])

@@ -65,23 +65,33 @@ def _expected_files(corpus: str, out: Path) -> list[Path]:
 
 
 def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
-    """``--split NAME=SRC,TGT`` (two aligned files) or ``--split NAME=FILE.tsv`` into ``out``."""
+    """``--split NAME=SRC,TGT`` (two aligned files), ``NAME=FILE.tsv`` or ``NAME=FILE.jsonl``
+    (Hugging Face translation records) into ``out``."""
     from aiayn.data import corpora
 
     if not specs:
-        raise ValueError("prepare files needs --split NAME=SRC,TGT or --split NAME=FILE.tsv")
+        raise ValueError(
+            "prepare files needs --split NAME=SRC,TGT, NAME=FILE.tsv or NAME=FILE.jsonl"
+        )
     pairs_by_split = {}
     for spec in specs:
         name, _, files = spec.partition("=")
         if not name or not files:
-            raise ValueError(f"--split {spec!r}: expected NAME=SRC,TGT or NAME=FILE.tsv")
+            raise ValueError(f"--split {spec!r}: expected NAME=SRC,TGT, NAME=FILE.tsv or .jsonl")
         paths = [Path(p) for p in files.split(",")]
+        for path in paths:
+            if not path.is_file():
+                raise FileNotFoundError(f"--split {spec!r}: {path} not found")
         if len(paths) == 2:
             pairs_by_split[name] = corpora.read_parallel(*paths)
+        elif len(paths) == 1 and ".jsonl" in paths[0].suffixes:
+            pairs_by_split[name] = corpora.read_jsonl(paths[0], src_lang, tgt_lang)
         elif len(paths) == 1:
             pairs_by_split[name] = corpora.read_tsv(paths[0])
         else:
-            raise ValueError(f"--split {spec!r}: give two files (SRC,TGT) or one TSV file")
+            raise ValueError(
+                f"--split {spec!r}: give two files (SRC,TGT), one TSV file or one .jsonl file"
+            )
     for name, pairs in pairs_by_split.items():
         corpora.write_parallel(out, name, pairs, src_lang, tgt_lang)
     stats = {"pairs": {name: len(p) for name, p in pairs_by_split.items()}}
@@ -303,8 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--split",
         action="append",
-        metavar="NAME=SRC,TGT|NAME=FILE.tsv",
-        help="with 'files': a split of your own data (repeat for train, valid, test)",
+        metavar="NAME=SRC,TGT|NAME=FILE.tsv|NAME=FILE.jsonl",
+        help="with 'files': a split of your own data (repeat for train, valid, test); .jsonl "
+        "files hold Hugging Face translation records",
     )
     p.add_argument("--src-lang", default="de", help="with 'files': source language suffix")
     p.add_argument("--tgt-lang", default="en", help="with 'files': target language suffix")

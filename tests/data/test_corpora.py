@@ -16,6 +16,7 @@ from aiayn.data.corpora import (
     normalize_key,
     parse_ding,
     prepare_ding,
+    read_jsonl,
     read_parallel,
     read_tsv,
 )
@@ -175,6 +176,31 @@ def test_read_tsv(tmp_path):
     bad.write_text("Hallo\tHello\nJa\tYes\nNein No\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.tsv, line 3: expected exactly one tab, found 0"):
         read_tsv(bad)
+
+
+def test_read_jsonl_takes_hugging_face_translation_records(tmp_path):
+    path = tmp_path / "wmt.jsonl.gz"
+    lines = [
+        {"translation": {"de": "Hallo.", "en": "Hello."}, "id": 0},  # WMT / IWSLT layout
+        {"de": " Ja. ", "en": "Yes.", "image": "1.jpg"},  # Multi30k layout
+        {"translation": {"de": "", "en": "Empty."}},
+    ]
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in lines) + "\n\n"
+    path.write_bytes(gzip.compress(text.encode()))
+    with pytest.warns(UserWarning, match=r"dropped 2 line\(s\).*line 3, 4\)"):
+        assert read_jsonl(path, "de", "en") == [("Hallo.", "Hello."), ("Ja.", "Yes.")]
+    with pytest.warns(UserWarning):
+        assert read_jsonl(path, "en", "de")[0] == ("Hello.", "Hallo.")
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"translation": {"de": "a", "en": "b"}}\n{"translation": {"de": "a"}}\n')
+    with pytest.raises(
+        ValueError, match=r"bad\.jsonl, line 2: no text for language 'en' \(fields: de\)"
+    ):
+        read_jsonl(bad, "de", "en")
+    bad.write_text('{"de": "a", "en": "b"}\n{"de": "a", "en": \n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl, line 2: not JSON"):
+        read_jsonl(bad, "de", "en")
 
 
 def test_load_split_missing_file(tmp_path):

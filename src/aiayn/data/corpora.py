@@ -497,6 +497,40 @@ def read_tsv(path: Path) -> list[Pair]:
     return _drop_empty(pairs, numbers, str(path))
 
 
+def read_jsonl(path: Path, src_lang: str, tgt_lang: str) -> list[Pair]:
+    """Read JSON lines in the layout of Hugging Face translation datasets (plain or .gz).
+
+    Each line is ``{"translation": {"de": ..., "en": ...}}`` (WMT, IWSLT, ``Dataset.to_json``)
+    or ``{"de": ..., "en": ...}`` (e.g. Multi30k); other fields are ignored. A line that is not
+    JSON, or lacks a language, raises ValueError naming the file, the line and the fields it
+    has; blank lines and pairs with an empty side are dropped with a warning.
+    """
+    pairs, numbers = [], []
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            pairs.append(("", ""))
+            numbers.append(number)
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}, line {number}: not JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}, line {number}: expected a JSON object")
+        fields = record.get("translation", record)
+        if not isinstance(fields, dict):
+            raise ValueError(f"{path}, line {number}: 'translation' is not an object")
+        for lang in (src_lang, tgt_lang):
+            if not isinstance(fields.get(lang), str):
+                raise ValueError(
+                    f"{path}, line {number}: no text for language {lang!r} "
+                    f"(fields: {', '.join(sorted(fields)) or 'none'})"
+                )
+        pairs.append((fields[src_lang].strip(), fields[tgt_lang].strip()))
+        numbers.append(number)
+    return _drop_empty(pairs, numbers, str(path))
+
+
 def load_split(
     corpus_dir: Path, split: str, src_lang: str = "de", tgt_lang: str = "en"
 ) -> list[Pair]:
