@@ -251,7 +251,8 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)
         max_norm = tc.clip_norm or math.inf
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        self.grad_norm = float(norm)  # the one host sync of the step
+        # the one host sync of the step: the norm decides the step, the losses are logged
+        self.grad_norm, total, total_nll = torch.stack([norm.float(), total, total_nll]).tolist()
         if self.scaler.is_enabled() or math.isfinite(self.grad_norm):
             self.scaler.step(self.optimizer)  # fp16: the scaler skips steps with inf/NaN
             self.scaler.update()
@@ -262,7 +263,6 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         seconds = time.perf_counter() - start
-        total, total_nll = float(total), float(total_nll)
         if ctx.distributed:  # one all-reduce: the logged losses and a common clock
             total, total_nll, seconds = ddp.all_reduce_sum([total, total_nll, seconds], ctx)
             seconds /= ctx.world_size
