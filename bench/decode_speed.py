@@ -85,6 +85,20 @@ def marian_generate(peer, src, beam, max_len_offset=50):
     return out[:, 1:]  # without the decoder start token
 
 
+def generated_tokens(out) -> int:
+    """Tokens each sentence generated, up to and including its first eos.
+
+    Decoders pad finished sentences differently (aiayn with pad, MarianMTModel.generate with
+    eos when beams finish at different lengths), so the padding is never counted.
+    """
+    if not torch.is_tensor(out):  # n-best lists: the best hypothesis's tokens
+        return sum(len(h[0].tokens) for h in out)
+    is_eos = out == EOS
+    first_eos = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, out.size(1))  # (B,)
+    real = (out != PAD) & (torch.arange(out.size(1))[None, :] < first_eos[:, None])
+    return int(real.sum())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
@@ -106,12 +120,7 @@ def main() -> None:
         start = time.perf_counter()
         produced = 0
         for src in batches:
-            out = fn(src)
-            produced += (
-                int((out != PAD).sum())
-                if torch.is_tensor(out)
-                else sum(len(h[0].tokens) for h in out)
-            )
+            produced += generated_tokens(fn(src))
         return produced / (time.perf_counter() - start)
 
     peer = marian_from(model)

@@ -1,7 +1,10 @@
 """Sentiment accuracy on the Rotten Tomatoes test split: our classifiers vs TF-IDF + logistic
 regression (scikit-learn), on the same split.
 
-    python bench/sentiment.py [MODEL_DIR ...]
+    python bench/sentiment.py [MODEL_DIR ...] [MODEL_DIR+MODEL_DIR+...]
+
+A ``+``-joined list of model directories is an ensemble (probabilities averaged, as
+``aiayn classify DIR DIR ...`` does).
 
 Prints a table and appends a record to bench/results/sentiment.jsonl.
 """
@@ -9,17 +12,12 @@ Prints a table and appends a record to bench/results/sentiment.jsonl.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).parent))
-from aiayn.data.labelled import LabelledTexts, read_labelled  # noqa: E402
-from aiayn.data.tokenizer import load_tokenizer  # noqa: E402
-from aiayn.modeldir import load_model_dir  # noqa: E402
-from aiayn.train.objectives import accuracy  # noqa: E402
+from aiayn.data.labelled import read_labelled  # noqa: E402
+from aiayn.infer.classify import class_probabilities  # noqa: E402
 from common import write_result  # noqa: E402
 
 CORPUS = Path("data/rotten-tomatoes")
@@ -37,18 +35,18 @@ def tfidf_baseline(train, test) -> float:
     return float(sum(p == label for p, (_, label) in zip(predicted, test, strict=True)) / len(test))
 
 
-def model_accuracy(model_dir: Path, test) -> float:
-    model = load_model_dir(model_dir)
-    tokenizer = load_tokenizer(model_dir)
-    labels = json.loads((model_dir / "run.json").read_text())["labels"]
-    data = LabelledTexts(test, tokenizer, labels, model.config.max_len, "test")
-    with torch.no_grad():
-        return accuracy(model, data.batches(8192, shuffle=False))
+def model_accuracy(model_dirs: list[Path], test) -> float:
+    """Test accuracy of one classifier, or of the ensemble of several."""
+    labels, probs = class_probabilities(model_dirs, [text for text, _ in test])
+    predicted = [labels[i] for i in probs.argmax(-1).tolist()]
+    return sum(p == label for p, (_, label) in zip(predicted, test, strict=True)) / len(test)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model_dirs", nargs="*", type=Path)
+    parser.add_argument(
+        "model_dirs", nargs="*", help="a model directory, or DIR+DIR+... (ensemble)"
+    )
     args = parser.parse_args()
     train, test = read_labelled(CORPUS, "train"), read_labelled(CORPUS, "test")
     majority = max(
@@ -58,8 +56,8 @@ def main() -> None:
         "majority class": majority,
         "TF-IDF (1-2 grams) + logistic regression": tfidf_baseline(train, test),
     }
-    for d in args.model_dirs:
-        rows[f"aiayn {d}"] = model_accuracy(d, test)
+    for spec in args.model_dirs:
+        rows[f"aiayn {spec}"] = model_accuracy([Path(d) for d in spec.split("+")], test)
     print(f"{'classifier':<60} {'test accuracy':>14}")
     for name, acc in rows.items():
         print(f"{name:<60} {acc:>14.4f}")

@@ -223,30 +223,19 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    import torch
+    import warnings
 
-    from aiayn.data.batching import pad
-    from aiayn.data.tokenizer import EOS
+    from aiayn.infer.classify import class_probabilities
 
-    model, tokenizer = _load(args.model_dir)
-    run_file = Path(args.model_dir) / "run.json"
-    labels = json.loads(run_file.read_text()).get("labels") if run_file.is_file() else None
-    if model.config.family != "encoder-only" or not model.config.n_classes or not labels:
-        raise ValueError(
-            f"{args.model_dir} holds no text classifier (no classifier head or labels)"
-        )
     texts = [line.rstrip("\n") for line in sys.stdin]
-    limit = model.config.max_len
-    ids = [x[: limit - 1] + [EOS] for x in tokenizer.encode(texts)]
-    truncated = sum(len(x) >= limit for x in tokenizer.encode(texts))
-    if truncated:
-        print(f"warning: {truncated} texts truncated to {limit} tokens", file=sys.stderr)
-    with torch.no_grad():
-        for i in range(0, len(ids), 64):
-            probs = model.classify(pad(ids[i : i + 64])).softmax(-1)  # (B, C)
-            for row in probs:
-                best = int(row.argmax())
-                print(f"{labels[best]}\t{row[best]:.4f}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        labels, probs = class_probabilities([Path(d) for d in args.model_dir], texts)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    for row in probs:  # (C,)
+        best = int(row.argmax())
+        print(f"{labels[best]}\t{row[best]:.4f}")
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -355,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("classify", help="label each line of stdin: label<TAB>probability")
-    p.add_argument("model_dir")
+    p.add_argument(
+        "model_dir", nargs="+", help="a classifier; several: their probabilities are averaged"
+    )
     p.set_defaults(func=cmd_classify)
 
     p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")

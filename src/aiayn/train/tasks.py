@@ -106,8 +106,20 @@ class ClassificationTask:
 
     def __init__(self, run: RunConfig) -> None:
         self.run = run
-        self.train_pairs = read_labelled(run.data.corpus, "train")
+        data = run.data
+        self.train_pairs = read_labelled(data.corpus, "train")
         self.labels = sorted({label for _, label in self.train_pairs})
+        # extra labelled splits (e.g. a sentiment lexicon) join the training data only
+        self.extra_pairs = []
+        for extra in data.extra_train:
+            pairs = read_labelled(data.corpus, extra)
+            unknown = sorted({label for _, label in pairs} - set(self.labels))
+            if unknown:
+                raise ValueError(
+                    f"{data.corpus}/{extra}.tsv.gz: label(s) {', '.join(unknown)} are not in "
+                    f"the train split's labels ({', '.join(self.labels)})"
+                )
+            self.extra_pairs += pairs
         if len(self.labels) < 2:
             raise ValueError(f"{run.data.corpus}: training data needs two or more labels")
 
@@ -126,7 +138,8 @@ class ClassificationTask:
     def load(self, tokenizer) -> None:
         data = self.run.data
         valid = read_labelled(data.corpus, "valid")
-        self.train = LabelledTexts(self.train_pairs, tokenizer, self.labels, data.max_len, "train")
+        pairs = self.train_pairs * data.train_repeat + self.extra_pairs
+        self.train = LabelledTexts(pairs, tokenizer, self.labels, data.max_len, "train")
         self.valid = LabelledTexts(valid, tokenizer, self.labels, data.max_len, "valid")
 
     def train_batches(self, epoch: int) -> list:
