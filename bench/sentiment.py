@@ -1,7 +1,7 @@
 """Sentiment accuracy on the Rotten Tomatoes test split: our classifiers vs TF-IDF + logistic
 regression (scikit-learn), on the same split.
 
-    python bench/sentiment.py [MODEL_DIR ...] [MODEL_DIR+MODEL_DIR+...]
+    python bench/sentiment.py [MODEL_DIR ...] [MODEL_DIR+MODEL_DIR+...] [--split valid]
 
 A ``+``-joined list of model directories is an ensemble (probabilities averaged, as
 ``aiayn classify DIR DIR ...`` does).
@@ -47,8 +47,9 @@ def main() -> None:
     parser.add_argument(
         "model_dirs", nargs="*", help="a model directory, or DIR+DIR+... (ensemble)"
     )
+    parser.add_argument("--split", default="test", choices=("test", "valid"))
     args = parser.parse_args()
-    train, test = read_labelled(CORPUS, "train"), read_labelled(CORPUS, "test")
+    train, test = read_labelled(CORPUS, "train"), read_labelled(CORPUS, args.split)
     majority = max(
         sum(label == name for _, label in test) for name in {label for _, label in test}
     ) / len(test)
@@ -58,10 +59,10 @@ def main() -> None:
     }
     for spec in args.model_dirs:
         rows[f"aiayn {spec}"] = model_accuracy([Path(d) for d in spec.split("+")], test)
-    print(f"{'classifier':<60} {'test accuracy':>14}")
+    print(f"{'classifier':<60} {args.split + ' accuracy':>14}")
     for name, acc in rows.items():
         print(f"{name:<60} {acc:>14.4f}")
-    path = write_result("sentiment", {"test_examples": len(test), "accuracy": rows})
+    path = write_result("sentiment", {"split": args.split, "examples": len(test), "accuracy": rows})
     print(f"appended to {path}")
 
 

@@ -33,6 +33,21 @@ def read_labelled(corpus: Path, split: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def encode_texts(tokenizer, texts: list[str], max_len: int, where: str) -> list[list[int]]:
+    """Token ids of ``texts``, each cut to ``max_len - 1`` tokens and ending with eos.
+
+    A text that did not fit is truncated with a warning that counts them (never an error).
+    """
+    ids = tokenizer.encode(texts)
+    too_long = sum(len(x) + 1 > max_len for x in ids)
+    if too_long:
+        warnings.warn(
+            f"{where}: {too_long} texts truncated to {max_len} tokens (of {len(ids)})",
+            stacklevel=3,
+        )
+    return [x[: max_len - 1] + [EOS] for x in ids]
+
+
 class LabelledTexts:
     """Texts encoded (each ending with eos), truncated to ``max_len``, with class ids."""
 
@@ -41,14 +56,7 @@ class LabelledTexts:
         unknown = sorted({label for _, label in pairs} - set(index))
         if unknown:
             raise ValueError(f"{where}: labels {unknown} not seen in training ({labels})")
-        ids = tokenizer.encode([text for text, _ in pairs])
-        too_long = sum(len(x) + 1 > max_len for x in ids)
-        if too_long:
-            warnings.warn(
-                f"{where}: {too_long} of {len(ids)} texts truncated to data.max_len={max_len} tokens",
-                stacklevel=2,
-            )
-        self.ids = [x[: max_len - 1] + [EOS] for x in ids]
+        self.ids = encode_texts(tokenizer, [text for text, _ in pairs], max_len, where)
         self.labels = torch.tensor([index[label] for _, label in pairs], dtype=torch.long)
 
     def batches(

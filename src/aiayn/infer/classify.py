@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from aiayn.data.batching import pad
-from aiayn.data.tokenizer import EOS, load_tokenizer
+from aiayn.data.labelled import encode_texts
+from aiayn.data.tokenizer import load_tokenizer
 from aiayn.modeldir import load_model_dir
 
 
@@ -45,14 +45,7 @@ def class_probabilities(
                 "an ensemble needs the same labels in the same order"
             )
         labels = these
-        limit = model.config.max_len
-        encoded = tokenizer.encode(texts)
-        truncated = sum(len(x) >= limit for x in encoded)
-        if truncated:
-            warnings.warn(
-                f"{model_dir}: {truncated} texts truncated to {limit} tokens", stacklevel=2
-            )
-        ids = [x[: limit - 1] + [EOS] for x in encoded]
+        ids = encode_texts(tokenizer, texts, model.config.max_len, str(model_dir))
         probs = torch.cat(
             [
                 model.classify(pad(ids[i : i + batch_size])).softmax(-1)  # (B, C)
