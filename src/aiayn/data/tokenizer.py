@@ -2,7 +2,8 @@
 
 Special ids are fixed so every model agrees on them: pad 0, unk 1, bos 2, eos 3, mask 4.
 Byte fallback turns unseen characters into byte pieces, so any text encodes and decodes back
-unchanged (no normalisation is applied: what goes in comes out).
+unchanged (no normalisation is applied: what goes in comes out), unless the model was trained to
+fold case, as a classifier may be.
 """
 
 from __future__ import annotations
@@ -38,15 +39,23 @@ class Tokenizer:
 
     @classmethod
     def train(
-        cls, texts: Iterable[str], vocab_size: int, seed_sentences: int = 2_000_000
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        seed_sentences: int = 2_000_000,
+        case_fold: bool = False,
     ) -> Tokenizer:
-        """Train a BPE model of ``vocab_size`` pieces on ``texts`` (both languages, shared)."""
+        """Train a BPE model of ``vocab_size`` pieces on ``texts`` (both languages, shared).
+
+        ``case_fold`` makes the model fold case (with NFKC) before it segments a text; the rule
+        is kept in the model, so every later ``encode`` folds the same way.
+        """
         texts = [t for t in texts if t.strip()]
         if not texts:
             raise ValueError("cannot train a tokenizer on no text")
         model = io.BytesIO()
         try:
-            cls._train_bpe(texts, vocab_size, seed_sentences, model)
+            cls._train_bpe(texts, vocab_size, seed_sentences, case_fold, model)
         except RuntimeError as e:
             raise ValueError(
                 f"could not train a {vocab_size}-piece tokenizer on {len(texts)} texts ({e}); "
@@ -55,7 +64,9 @@ class Tokenizer:
         return cls.from_bytes(model.getvalue())
 
     @staticmethod
-    def _train_bpe(texts: list[str], vocab_size: int, seed_sentences: int, model) -> None:
+    def _train_bpe(
+        texts: list[str], vocab_size: int, seed_sentences: int, case_fold: bool, model
+    ) -> None:
         spm.set_random_generator_seed(1)  # the same texts give the same tokenizer
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(texts),
@@ -64,14 +75,14 @@ class Tokenizer:
             vocab_size=vocab_size,
             character_coverage=0.9995,  # rarer characters fall back to bytes
             byte_fallback=True,
-            normalization_rule_name="identity",
+            normalization_rule_name="nmt_nfkc_cf" if case_fold else "identity",
             remove_extra_whitespaces=False,
             split_digits=True,
             pad_id=PAD,
             unk_id=UNK,
             bos_id=BOS,
             eos_id=EOS,
-            user_defined_symbols=[MASK_PIECE],
+            control_symbols=[MASK_PIECE],  # never matched in text: only its id means mask
             input_sentence_size=seed_sentences,
             shuffle_input_sentence=True,
             num_threads=2,
@@ -106,9 +117,27 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
-    def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
-        """Token ids of each text, optionally framed by bos / eos."""
-        ids = self.sp.encode(list(texts))
+    def encode(
+        self,
+        texts: list[str],
+        bos: bool = False,
+        eos: bool = False,
+        dropout: float = 0.0,
+        seed: int = 0,
+    ) -> list[list[int]]:
+        """Token ids of each text, optionally framed by bos / eos.
+
+        ``dropout`` > 0 samples a segmentation instead of the best one: each BPE merge is
+        skipped with that probability (BPE-dropout, Provilkov et al. 2020), reproducibly for a
+        given ``seed``.
+        """
+        if dropout > 0:
+            spm.set_random_generator_seed(seed)  # one thread: its draws follow the seed alone
+            ids = self.sp.encode(
+                list(texts), enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1
+            )
+        else:
+            ids = self.sp.encode(list(texts))
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
