@@ -3,6 +3,7 @@
 # that differ in their BPE vocabulary (4k, 8k, 16k), each trained with the General Inquirer
 # lexicon as extra one-word examples, then their ensemble against TF-IDF + logistic
 # regression on the test split (bench/sentiment.py; needs scikit-learn: pip install -e .[bench]).
+# The three train at the same time, one thread each (their logs: OUT_PREFIX-VOCAB.log).
 #   bash scripts/sentiment.sh [OUT_PREFIX]        (default runs/sentiment-rt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,10 +11,20 @@ AIAYN=${AIAYN:-.venv/bin/aiayn}
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${1:-runs/sentiment-rt}
 $AIAYN prepare rotten-tomatoes
-models=()
+start=$(date +%s)
+models=() pids=()
 for vocab in 4000 8000 16000; do
-    $AIAYN train configs/sentiment-rt.toml --out "$OUT-$vocab" --set data.vocab_size=$vocab
+    OMP_NUM_THREADS=1 $AIAYN train configs/sentiment-rt.toml --out "$OUT-$vocab" --quiet \
+        --set data.vocab_size=$vocab --set train.threads=1 >"$OUT-$vocab.log" 2>&1 &
+    pids+=($!)
     models+=("$OUT-$vocab/model")
 done
+for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+        echo "training ${models[$i]%/model} failed; see ${models[$i]%/model}.log" >&2
+        exit 1
+    fi
+done
+echo "trained the three in $(( $(date +%s) - start )) s (wall clock)"
 ensemble=$(IFS=+; echo "${models[*]}")
 $PYTHON bench/sentiment.py "${models[@]}" "$ensemble"
