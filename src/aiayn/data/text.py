@@ -538,27 +538,3 @@ def prepare_rotten_tomatoes(out_dir: Path, source: Path | None = None, seed: int
     }
     _write_stats(out_dir, stats)
     return stats
-
-
-def load_labelled(corpus_dir: Path, split: str) -> list[tuple[str, str]]:
-    """(text, label) pairs of one split of a prepared labelled corpus."""
-    if split not in RT_SPLITS:
-        raise ValueError(f"split must be one of {RT_SPLITS}, not {split!r}")
-    path = Path(corpus_dir) / f"{split}.tsv.gz"
-    if not path.is_file():
-        raise _missing(path, "rotten-tomatoes")
-    try:
-        lines = gzip.decompress(path.read_bytes()).decode("utf-8").split("\n")
-    except (OSError, EOFError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a UTF-8 gzip file ({error})") from error
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
-    pairs = []
-    for number, line in enumerate(lines, start=1):
-        label, tab, text = line.partition("\t")
-        if not tab or "\t" in text or label not in RT_LABELS or not text.strip():
-            raise ValueError(
-                f"{path}:{number}: expected 'fresh|rotten<TAB>text', got {line[:80]!r}"
-            )
-        pairs.append((text, label))
-    return pairs
