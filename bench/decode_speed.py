@@ -99,6 +99,17 @@ def generated_tokens(out) -> int:
     return int(real.sum())
 
 
+def test_batches(model_dir, sentences: int, batch: int):
+    """(model, padded source batches) of the first ``sentences`` of the model's test split."""
+    model = load_model_dir(model_dir)
+    tokenizer = Tokenizer.load(Path(model_dir))
+    run = json.loads((Path(model_dir) / "run.json").read_text())
+    data = DataConfig(corpus=run["data"]["corpus"])
+    texts = [s for s, _ in load_texts(data, "test")[:sentences]]
+    ids = [x + [EOS] for x in tokenizer.encode(texts)]
+    return model, [pad(ids[i : i + batch]) for i in range(0, len(ids), batch)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
@@ -108,13 +119,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timings per decoder (median)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model_dir(args.model_dir)
-    tokenizer = Tokenizer.load(Path(args.model_dir))
-    run = json.loads((Path(args.model_dir) / "run.json").read_text())
-    data = DataConfig(corpus=run["data"]["corpus"])
-    texts = [s for s, _ in load_texts(data, "test")[: args.sentences]]
-    ids = [x + [EOS] for x in tokenizer.encode(texts)]
-    batches = [pad(ids[i : i + args.batch]) for i in range(0, len(ids), args.batch)]
+    model, batches = test_batches(args.model_dir, args.sentences, args.batch)
 
     def run_all(fn):
         start = time.perf_counter()
@@ -156,7 +161,7 @@ def main() -> None:
         "decode_speed",
         {
             "model_dir": args.model_dir,
-            "sentences": len(texts),
+            "sentences": sum(len(src) for src in batches),
             "batch": args.batch,
             "tokens_per_s": results,
             "kv_cache_speedup_greedy": speedup,
