@@ -11,6 +11,8 @@ AIAYN=${AIAYN:-.venv/bin/aiayn}
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${1:-runs/sentiment-rt}
 $AIAYN prepare rotten-tomatoes
+mkdir -p "$(dirname "$OUT")"
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failure stops the other trainings too
 start=$(date +%s)
 models=() pids=()
 for vocab in 4000 8000 16000; do
@@ -19,9 +21,9 @@ for vocab in 4000 8000 16000; do
     pids+=($!)
     models+=("$OUT-$vocab/model")
 done
-for i in "${!pids[@]}"; do
-    if ! wait "${pids[$i]}"; then
-        echo "training ${models[$i]%/model} failed; see ${models[$i]%/model}.log" >&2
+for _ in "${pids[@]}"; do
+    if ! wait -n; then  # the first to fail stops the script (and, by the trap, the others)
+        echo "a training failed; see its log among $OUT-{4000,8000,16000}.log" >&2
         exit 1
     fi
 done

@@ -194,7 +194,6 @@ class DataConfig:
     max_len: int = 128  # training pairs with a longer side (in tokens) are dropped
     block_size: int = 256  # lm: tokens of context per training example
     mask_prob: float = 0.15  # mlm: share of tokens selected (80% mask, 10% random, 10% kept)
-    subword_dropout: float = 0.0  # classification/mlm, BPE: merges skipped per training epoch
     lowercase: bool = False  # classification/mlm, BPE: the tokenizer folds case (kept in it)
 
     def __post_init__(self) -> None:
@@ -203,18 +202,15 @@ class DataConfig:
         _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
         _check_int("data.block_size", self.block_size, 2)
         _check_float("data.mask_prob", self.mask_prob, 0.0, 1.0)
-        _check_float("data.subword_dropout", self.subword_dropout, 0.0, 1.0, high_open=True)
         if not isinstance(self.lowercase, bool):
             raise ValueError(f"data.lowercase must be true or false, got {self.lowercase!r}")
-        for name, on in (
-            ("subword_dropout", self.subword_dropout > 0),
-            ("lowercase", self.lowercase),
+        if self.lowercase and (
+            self.tokenizer != "bpe" or self.task not in ("classification", "mlm")
         ):
-            if on and (self.tokenizer != "bpe" or self.task not in ("classification", "mlm")):
-                raise ValueError(
-                    f"data.{name} needs data.tokenizer = 'bpe' and data.task = "
-                    f"'classification' or 'mlm' (got {self.tokenizer!r}, {self.task!r})"
-                )
+            raise ValueError(
+                "data.lowercase needs data.tokenizer = 'bpe' and data.task = "
+                f"'classification' or 'mlm' (got {self.tokenizer!r}, {self.task!r})"
+            )
         _check_int("data.vocab_size", self.vocab_size, 16)
         _check_int("data.train_repeat", self.train_repeat, 1)
         _check_int("data.max_len", self.max_len, 2)

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from aiayn.cli import main
-from aiayn.data.labelled import read_labelled
-from aiayn.data.tokenizer import EOS, MASK, PAD
+from aiayn.data.tokenizer import MASK, PAD
 from aiayn.train.objectives import mask_tokens
 
 
@@ -177,26 +176,28 @@ def test_classify_ensemble_long_and_empty_texts(labelled_corpus, tmp_path, capsy
     assert "needs the same labels" in capsys.readouterr().err
 
 
-def test_subword_dropout_resegments_training_texts_each_epoch(labelled_corpus):
+def test_lowercase_reaches_the_tokenizer_and_must_match_a_pretrained_one(
+    labelled_corpus, tmp_path, capsys
+):
     from aiayn.config import RunConfig
-    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.data.tokenizer import load_tokenizer
     from aiayn.train.tasks import make_task
 
-    data = {"task": "classification", "corpus": str(labelled_corpus), "subword_dropout": 0.2}
-    task = make_task(RunConfig.from_dict({"data": data, "train": {"max_tokens": 100_000}}))
-    tokenizer = Tokenizer.train([text for text, _ in task.train_pairs], vocab_size=300)
-    task.load(tokenizer)
-    best = list(task.train.ids)
-    batches, ids = [], []
-    for epoch in (1, 2, 1):
-        batches.append(task.train_batches(epoch))
-        ids.append(list(task.train.ids))
-    assert sum(len(b.inputs) for b in batches[0]) == 300
-    assert best != ids[0] != ids[1] and ids[0] == ids[2]  # reproducible for an epoch
-    assert all(torch.equal(a.inputs, b.inputs) for a, b in zip(batches[0], batches[2], strict=True))
-    assert sum(map(len, ids[0])) > sum(map(len, best))  # skipped merges: more pieces
-    valid = [text for text, _ in read_labelled(labelled_corpus, "valid")]
-    assert task.valid.ids == [x + [EOS] for x in tokenizer.encode(valid)]  # never sampled
+    for task_name in ("classification", "mlm"):
+        data = {"task": task_name, "corpus": str(labelled_corpus), "vocab_size": 300}
+        plain = make_task(RunConfig.from_dict({"data": data})).train_tokenizer()
+        folded = make_task(RunConfig.from_dict({"data": data | {"lowercase": True}}))
+        assert folded.train_tokenizer().folds_case and not plain.folds_case
+
+    bpe = ['data.tokenizer="bpe"', "data.vocab_size=300"]
+    assert main(args("mlm", labelled_corpus, tmp_path / "mlm", 2, bpe)) == 0
+    pretrained = tmp_path / "mlm" / "model"
+    assert not load_tokenizer(pretrained).folds_case
+    fine_tune = bpe + [f'train.init_from="{pretrained}"', "data.lowercase=true"]
+    assert main(args("classification", labelled_corpus, tmp_path / "ft", 2, fine_tune)) == 2
+    err = capsys.readouterr().err
+    assert f"the tokenizer of train.init_from {pretrained} keeps case" in err
+    assert "set data.lowercase = false" in err and not (tmp_path / "ft").exists()
 
 
 @pytest.mark.parametrize(
@@ -204,14 +205,13 @@ def test_subword_dropout_resegments_training_texts_each_epoch(labelled_corpus):
     [
         {"tokenizer": "char"},
         {"task": "translation"},
-        {"subword_dropout": 1.0},
-        {"subword_dropout": 0.0, "lowercase": "yes"},
-        {"subword_dropout": 0.0, "lowercase": True, "tokenizer": "char"},
+        {"task": "lm"},
+        {"lowercase": "yes"},
     ],
 )
-def test_subword_dropout_and_lowercase_need_bpe_and_a_labelled_task(data):
+def test_lowercase_needs_bpe_and_a_labelled_task(data):
     from aiayn.config import RunConfig
 
-    base = {"task": "classification", "tokenizer": "bpe", "subword_dropout": 0.1}
-    with pytest.raises(ValueError, match="subword_dropout|lowercase"):
+    base = {"task": "classification", "tokenizer": "bpe", "lowercase": True}
+    with pytest.raises(ValueError, match="data.lowercase"):
         RunConfig.from_dict({"data": base | data})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import warnings
+import zlib
 from pathlib import Path
 
 import torch
@@ -26,7 +27,7 @@ def read_labelled(corpus: Path, split: str) -> list[tuple[str, str]]:
         )
     try:
         lines = gzip.decompress(path.read_bytes()).decode("utf-8").split("\n")
-    except (OSError, EOFError, UnicodeDecodeError) as error:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a UTF-8 gzip file ({error})") from None
     pairs = []
     for number, line in enumerate(lines, 1):
@@ -39,17 +40,14 @@ def read_labelled(corpus: Path, split: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def encode_texts(
-    tokenizer, texts: list[str], max_len: int, where: str, warn: bool = True, **sampling
-) -> list[list[int]]:
+def encode_texts(tokenizer, texts: list[str], max_len: int, where: str) -> list[list[int]]:
     """Token ids of ``texts``, each cut to ``max_len - 1`` tokens and ending with eos.
 
     A text that did not fit is truncated with a warning that counts them (never an error).
-    ``sampling`` (``dropout``, ``seed``) goes to the tokenizer's ``encode``.
     """
-    ids = tokenizer.encode(texts, **sampling)
+    ids = tokenizer.encode(texts)
     too_long = sum(len(x) + 1 > max_len for x in ids)
-    if too_long and warn:
+    if too_long:
         warnings.warn(
             f"{where}: {too_long} texts truncated to {max_len} tokens (of {len(ids)})",
             stacklevel=3,
@@ -65,16 +63,8 @@ class LabelledTexts:
         unknown = sorted({label for _, label in pairs} - set(index))
         if unknown:
             raise ValueError(f"{where}: labels {unknown} not seen in training ({labels})")
-        self.texts = [text for text, _ in pairs]
-        self.max_len, self.where = max_len, where
-        self.ids = encode_texts(tokenizer, self.texts, max_len, where)
+        self.ids = encode_texts(tokenizer, [text for text, _ in pairs], max_len, where)
         self.labels = torch.tensor([index[label] for _, label in pairs], dtype=torch.long)
-
-    def resample(self, tokenizer, dropout: float, seed: int) -> None:
-        """Encode the texts again with a sampled segmentation (BPE-dropout) for a new epoch."""
-        self.ids = encode_texts(
-            tokenizer, self.texts, self.max_len, self.where, warn=False, dropout=dropout, seed=seed
-        )
 
     def batches(
         self, max_tokens: int, seed: int = 0, epoch: int = 0, shuffle: bool = True

@@ -117,27 +117,9 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
-    def encode(
-        self,
-        texts: list[str],
-        bos: bool = False,
-        eos: bool = False,
-        dropout: float = 0.0,
-        seed: int = 0,
-    ) -> list[list[int]]:
-        """Token ids of each text, optionally framed by bos / eos.
-
-        ``dropout`` > 0 samples a segmentation instead of the best one: each BPE merge is
-        skipped with that probability (BPE-dropout, Provilkov et al. 2020), reproducibly for a
-        given ``seed``.
-        """
-        if dropout > 0:
-            spm.set_random_generator_seed(seed)  # one thread: its draws follow the seed alone
-            ids = self.sp.encode(
-                list(texts), enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1
-            )
-        else:
-            ids = self.sp.encode(list(texts))
+    def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
+        """Token ids of each text, optionally framed by bos / eos."""
+        ids = self.sp.encode(list(texts))
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
@@ -150,6 +132,11 @@ class Tokenizer:
                 seq = seq[: seq.index(EOS)]
             clean.append([t for t in seq if t not in (PAD, BOS, MASK)])
         return self.sp.decode(clean)
+
+    @property
+    def folds_case(self) -> bool:
+        """Whether the model folds case before it segments (``Tokenizer.train(case_fold=True)``)."""
+        return self.sp.encode("AZ") == self.sp.encode("az")
 
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)

@@ -66,6 +66,8 @@ class Trainer:
         existing = ckpt.list_checkpoints(self.ckpt_dir)
         self._check_same_run(existing)
         self.task = make_task(run)
+        if tc.init_from:
+            self._check_case_folding(load_tokenizer(Path(tc.init_from)), tc.init_from)
         if self.ctx.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if not has_tokenizer(self.out_dir):
@@ -104,6 +106,16 @@ class Trainer:
             self._resume(existing[-1])
         elif tc.init_from:
             self._init_from(Path(tc.init_from))
+
+    def _check_case_folding(self, tokenizer, source: str) -> None:
+        """A model started from another keeps its tokenizer: ``data.lowercase`` must match it."""
+        folds = getattr(tokenizer, "folds_case", False)
+        if folds != self.run.data.lowercase:
+            raise ValueError(
+                f"the tokenizer of train.init_from {source} {'folds' if folds else 'keeps'} "
+                f"case, but data.lowercase = {str(self.run.data.lowercase).lower()}; "
+                f"set data.lowercase = {str(folds).lower()} (the tokenizer cannot change)"
+            )
 
     def _check_same_run(self, existing: list[Path]) -> None:
         """Refuse to resume a run whose model or data config has changed.

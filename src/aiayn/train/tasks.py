@@ -139,16 +139,11 @@ class ClassificationTask:
         data = self.run.data
         valid = read_labelled(data.corpus, "valid")
         pairs = self.train_pairs * data.train_repeat + self.extra_pairs
-        self.tokenizer = tokenizer
         self.train = LabelledTexts(pairs, tokenizer, self.labels, data.max_len, "train")
         self.valid = LabelledTexts(valid, tokenizer, self.labels, data.max_len, "valid")
 
     def train_batches(self, epoch: int) -> list:
         tc = self.run.train
-        if self.run.data.subword_dropout > 0:  # a new segmentation of each text every epoch
-            self.train.resample(
-                self.tokenizer, self.run.data.subword_dropout, tc.seed * 7919 + epoch
-            )
         return self.train.batches(tc.max_tokens, tc.seed, epoch)
 
     def valid_batches(self) -> list:
