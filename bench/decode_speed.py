@@ -99,7 +99,7 @@ def generated_tokens(out) -> int:
     return int(real.sum())
 
 
-def test_batches(model_dir, sentences: int, batch: int):
+def load_test_batches(model_dir, sentences: int, batch: int):
     """(model, padded source batches) of the first ``sentences`` of the model's test split."""
     model = load_model_dir(model_dir)
     tokenizer = Tokenizer.load(Path(model_dir))
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timings per decoder (median)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, batches = test_batches(args.model_dir, args.sentences, args.batch)
+    model, batches = load_test_batches(args.model_dir, args.sentences, args.batch)
 
     def run_all(fn):
         start = time.perf_counter()

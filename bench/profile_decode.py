@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from aiayn.infer.beam import beam_decode  # noqa: E402
 from aiayn.infer.greedy import greedy_decode  # noqa: E402
 from common import median_time, write_result  # noqa: E402
-from decode_speed import test_batches  # noqa: E402
+from decode_speed import load_test_batches  # noqa: E402
 
 GEMMS = {"aten::addmm": (1, 2), "aten::mm": (0, 1)}  # operator: positions of its (M,K), (K,N)
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, batches = test_batches(args.model_dir, args.sentences, args.batch)
+    model, batches = load_test_batches(args.model_dir, args.sentences, args.batch)
     model.eval()
 
     def decode_all():
@@ -69,8 +69,9 @@ def main() -> None:
     wall = time.perf_counter() - start
     total = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e6
     print(f"decoding under the profiler: {wall:.2f} s ({total:.2f} s of operator time)")
+    top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:10]
     print(f"{'operator':<50} {'share':>6} {'calls':>6}")
-    for e in sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:10]:
+    for e in top:
         print(f"{e.key:<50} {e.self_cpu_time_total / 1e6 / total:>6.1%} {e.count:>6}")
 
     flops = inside = alone = 0.0
@@ -96,10 +97,7 @@ def main() -> None:
             "threads": args.threads,
             "gemm_share": inside / total,
             "gemm_gflops": rates,
-            "top_ops": {
-                e.key: e.self_cpu_time_total / 1e6 / total
-                for e in sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:10]
-            },
+            "top_ops": {e.key: e.self_cpu_time_total / 1e6 / total for e in top},
         },
     )
     print(f"appended to {path}")

@@ -326,6 +326,11 @@ def test_read_labelled_missing_or_undecodable_file(tmp_path):
     (tmp_path / "test.tsv.gz").write_bytes(gzip.compress("fresh\t\xe9".encode("latin-1")))
     with pytest.raises(ValueError, match=r"test\.tsv\.gz: not a UTF-8 gzip file"):
         read_labelled(tmp_path, "test")
+    corrupt = bytearray(gzip.compress(b"fresh\tgood text here " * 50))
+    corrupt[20:30] = b"\xff" * 10  # a damaged deflate stream: zlib.error
+    (tmp_path / "test.tsv.gz").write_bytes(bytes(corrupt))
+    with pytest.raises(ValueError, match=r"test\.tsv\.gz: not a UTF-8 gzip file"):
+        read_labelled(tmp_path, "test")
 
 
 # --------------------------------------------------------------------------- committed data

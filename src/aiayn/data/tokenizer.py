@@ -150,6 +150,7 @@ class CharTokenizer:
     """One id per character, after the five special ids; unseen characters map to unk."""
 
     pad_id, unk_id, bos_id, eos_id, mask_id = PAD, UNK, BOS, EOS, MASK
+    folds_case = False
 
     def __init__(self, chars: list[str]) -> None:
         if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):

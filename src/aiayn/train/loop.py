@@ -66,13 +66,13 @@ class Trainer:
         existing = ckpt.list_checkpoints(self.ckpt_dir)
         self._check_same_run(existing)
         self.task = make_task(run)
-        if tc.init_from:
-            self._check_case_folding(load_tokenizer(Path(tc.init_from)), tc.init_from)
+        pretrained = load_tokenizer(Path(tc.init_from)) if tc.init_from else None
+        if pretrained is not None:
+            self._check_case_folding(pretrained, tc.init_from)
         if self.ctx.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if not has_tokenizer(self.out_dir):
-                source = Path(tc.init_from) if tc.init_from else None
-                tokenizer = load_tokenizer(source) if source else self.task.train_tokenizer()
+                tokenizer = pretrained if pretrained is not None else self.task.train_tokenizer()
                 tokenizer.save(self.out_dir)
             write_json(self.out_dir / "run.json", run.to_dict())
         ddp.barrier(self.ctx)  # the other ranks read the tokenizer rank 0 wrote
@@ -109,7 +109,7 @@ class Trainer:
 
     def _check_case_folding(self, tokenizer, source: str) -> None:
         """A model started from another keeps its tokenizer: ``data.lowercase`` must match it."""
-        folds = getattr(tokenizer, "folds_case", False)
+        folds = tokenizer.folds_case
         if folds != self.run.data.lowercase:
             raise ValueError(
                 f"the tokenizer of train.init_from {source} {'folds' if folds else 'keeps'} "
