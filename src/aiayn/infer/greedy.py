@@ -1,5 +1,5 @@
-"""Greedy decoding for the encoder-decoder, with the KV cache (Phuong & Hutter 2022, Alg. 14
-with temperature -> 0)."""
+"""Greedy decoding for the encoder-decoder, with the KV cache: Phuong & Hutter 2022,
+Algorithm 15 (EDInference) in the limit temperature -> 0 (``sampling.sample_decode`` samples)."""
 
 from __future__ import annotations
 
