@@ -157,6 +157,7 @@ def sample_search(
     generators: Sequence[torch.Generator] | None = None,
     eos_id: int | None = EOS,
     pad_id: int = PAD,
+    exclude: Sequence[int] = (),
 ) -> tuple[Tensor, Tensor]:
     """Sample a continuation of every row of ``start`` (B, L0); the new tokens (B, L) and
     their log-probabilities under the model (B,), float64.
@@ -167,7 +168,7 @@ def sample_search(
     after ``max_new`` (B,) tokens, and then leaves the batch. ``generators`` (B,) gives each
     row its own random numbers. The log-probability is under softmax(logits): the model's,
     at temperature 1 and unfiltered, whatever the sampling settings. The output is padded
-    with ``pad_id`` after a row's last token.
+    with ``pad_id`` after a row's last token. Tokens in ``exclude`` are never drawn.
     """
     check_settings(temperature, top_k, top_p)
     b, device = start.size(0), start.device
@@ -178,11 +179,13 @@ def sample_search(
     out = torch.full((b, steps), pad_id, dtype=torch.long, device=device)
     log_prob = torch.zeros(b, dtype=torch.float64, device=device)
     rows = torch.arange(b, device=device)  # (N,) the row of ``start`` of each live row
+    excluded = torch.tensor(list(exclude), dtype=torch.long, device=device)
     tokens, width = start, 0
     for s in range(steps):
         logits = step(tokens)  # (N, V)
         gens = None if generators is None else [generators[r] for r in rows.tolist()]
-        token = sample_next(logits, temperature, top_k, top_p, gens)  # (N, 1)
+        allowed = logits.index_fill(1, excluded, float("-inf")) if len(exclude) else logits
+        token = sample_next(allowed, temperature, top_k, top_p, gens)  # (N, 1)
         log_prob[rows] += torch.log_softmax(logits.float(), -1).gather(1, token)[:, 0].double()
         out[rows, s] = token[:, 0]
         tokens, width = torch.cat([tokens, token], dim=1), s + 1  # (N, L + 1)
@@ -216,9 +219,10 @@ def sample_decode(
     decoder keeps a KV cache. Each sample stops at eos or at its source length +
     ``max_len_offset`` (Vaswani et al. 2017 §6.1). ``generators`` (B * n, source-major, e.g.
     from ``row_generators``) make it reproducible, and a sentence samples the same in any
-    batch. Returns, per source, its ``n`` samples in the order drawn, each with its
-    log-probability under the model as ``score`` and ``log_prob``; tokens end with eos where
-    one was made.
+    batch. The padding token is never drawn (it is never a target in training; its
+    logit is set to -inf before temperature and filters). Returns, per source, its ``n``
+    samples in the order drawn, each with its log-probability under the model as ``score``
+    and ``log_prob``; tokens end with eos where one was made.
     """
     if n < 1:
         raise ValueError(f"n (samples per sentence) must be >= 1, got {n}")
@@ -243,7 +247,7 @@ def sample_decode(
 
     start = torch.full((b * n, 1), BOS, dtype=torch.long, device=src.device)
     out, log_prob = sample_search(
-        step, reorder, start, limit, temperature, top_k, top_p, generators
+        step, reorder, start, limit, temperature, top_k, top_p, generators, exclude=[PAD]
     )
     hyps = []
     for row, lp in zip(out.tolist(), log_prob.tolist(), strict=True):
