@@ -310,14 +310,19 @@ class EncoderOnly(nn.Module):
         return self.unembed(h)  # (B, T, V) or (n, V)
 
     def pool(self, h: Tensor, tokens: Tensor) -> Tensor:
-        """Pool states (B, T, D) over real tokens: max (padding never wins), mean, or first."""
+        """Pool states (B, T, D) over real tokens: max (padding never wins), mean, or first.
+
+        A row with no real token (all padding) pools to zeros whatever the pooling, so
+        that it stays finite in training and evaluation.
+        """
         real = masks.token_mask(tokens, self.config.pad_id)[..., None]  # (B, T, 1)
         if self.config.pooling == "first":
-            return h[:, 0]  # (B, D)
-        if self.config.pooling == "mean":
-            return (h * real).sum(1) / real.sum(1).clamp(min=1)  # (B, D)
-        lowest = torch.finfo(h.dtype).min
-        return h.masked_fill(~real, lowest).amax(dim=1)  # (B, D)
+            pooled = h[:, 0]  # (B, D)
+        elif self.config.pooling == "mean":
+            pooled = (h * real).sum(1) / real.sum(1).clamp(min=1)  # (B, D)
+        else:
+            pooled = h.masked_fill(~real, torch.finfo(h.dtype).min).amax(dim=1)  # (B, D)
+        return pooled.masked_fill(~real.any(dim=1), 0.0)  # (B, D)
 
     def classify(self, tokens: Tensor, attention: AttentionRecord | None = None) -> Tensor:
         """Class logits (B, C) for token sequences (B, T)."""
