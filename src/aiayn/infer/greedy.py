@@ -15,6 +15,8 @@ def greedy_decode(
 ) -> Tensor:
     """Most likely next token at each step until eos; (B, S) sources to (B, L) token ids.
 
+    Phuong & Hutter 2022, Algorithm 15 in the limit temperature -> 0.
+
     Each sentence stops at its own source length + ``max_len_offset`` (Vaswani et al. 2017
     §6.1), or at ``max_len``. A finished sentence leaves the batch (its rows of the KV cache
     go too), so a batch costs what its live sentences cost and every sentence decodes as it

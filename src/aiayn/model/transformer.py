@@ -241,7 +241,9 @@ class EncoderDecoder(nn.Module):
 
         With ``state``, ``tgt`` holds only the new tokens and the keys/values of earlier ones
         come from the cache; ``src_mask`` defaults to the state's. With ``select`` (bool, B, T)
-        only the selected positions are unembedded: logits (n, V), in row-major order.
+        only the selected positions are unembedded: logits (n, V), in row-major order. The
+        unembedding is Phuong & Hutter 2022, Algorithm 7 without its softmax (left to the
+        loss or the decoder), its weights tied to the embedding by default (§3.4).
         """
         pad = self.config.pad_id
         if state is None:
@@ -304,7 +306,10 @@ class EncoderOnly(nn.Module):
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
     ) -> Tensor:
-        """Masked-LM logits (B, T, V); (n, V) for the positions of ``select`` (B, T) only."""
+        """Masked-LM logits (B, T, V); (n, V) for the positions of ``select`` (B, T) only.
+
+        The last step is the unembedding (Phuong & Hutter 2022, Algorithm 7, softmax left out).
+        """
         h = _selected(self.encode(tokens, attention), select)  # (B, T, D) or (n, D)
         h = self.mlm_norm(F.gelu(self.mlm_dense(h)))
         return self.unembed(h)  # (B, T, V) or (n, V)
@@ -356,7 +361,8 @@ class DecoderOnly(nn.Module):
         select: Tensor | None = None,
     ) -> Tensor:
         """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only;
-        (n, V) for the positions of ``select`` (B, T) only."""
+        (n, V) for the positions of ``select`` (B, T) only. The last step is the unembedding
+        (Phuong & Hutter 2022, Algorithm 7, softmax left out)."""
         pad = self.config.pad_id
         if state is None:
             offset, mask = 0, masks.causal_padding_mask(tokens, pad)  # (B, 1, T, T)
