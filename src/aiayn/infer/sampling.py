@@ -74,15 +74,13 @@ def row_seed(seed: int, *keys: int) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") >> 1
 
 
-def row_generators(
-    seed: int, indices: Sequence[int], n: int = 1, device: torch.device | str = "cpu"
-) -> list[torch.Generator]:
-    """One generator per (index, sample) pair, index-major: ``n`` rows for each index."""
-    return [
-        torch.Generator(device=device).manual_seed(row_seed(seed, i, j))
-        for i in indices
-        for j in range(n)
-    ]
+def row_generators(seed: int, indices: Sequence[int], n: int = 1) -> list[torch.Generator]:
+    """One CPU generator per (index, sample) pair, index-major: ``n`` rows for each index.
+
+    CPU generators wherever the model runs: a row draws the same uniform numbers on every
+    device (its samples can then differ only where the logits' rounding does).
+    """
+    return [torch.Generator().manual_seed(row_seed(seed, i, j)) for i in indices for j in range(n)]
 
 
 def filter_logits(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
@@ -114,12 +112,16 @@ def sampling_distribution(
 
 
 def _uniforms(n: int, generator, device: torch.device) -> Tensor:
-    """(n,) uniform numbers in [0, 1): from each row's own generator when given a list."""
-    if generator is None or isinstance(generator, torch.Generator):
-        return torch.rand(n, generator=generator, device=device)
+    """(n,) uniform numbers in [0, 1) on ``device``, drawn on each generator's own device:
+    from one generator for all rows, or from each row's own when given a sequence."""
+    if generator is None:
+        return torch.rand(n, device=device)
+    if isinstance(generator, torch.Generator):
+        return torch.rand(n, generator=generator, device=generator.device).to(device)
     if len(generator) != n:
         raise ValueError(f"{len(generator)} generators for {n} rows")
-    return torch.cat([torch.rand(1, generator=g, device=device) for g in generator])
+    draws = [torch.rand(1, generator=g, device=g.device).cpu() for g in generator]
+    return (torch.cat(draws) if draws else torch.empty(0)).to(device)  # one copy to the device
 
 
 def sample_next(
@@ -279,7 +281,7 @@ def generate(
     model.eval()
     generators = None
     if seed is not None:
-        generators = row_generators(seed, range(prompt.size(0)), device=prompt.device)
+        generators = row_generators(seed, range(prompt.size(0)))
     if context is None:
         context = model.config.max_len
     if model.config.pos_encoding == "learned":

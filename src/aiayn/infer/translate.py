@@ -34,7 +34,7 @@ def search(
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
         indices = list(range(src.size(0))) if indices is None else indices
-        generators = row_generators(sampling.seed, indices, nbest, src.device)
+        generators = row_generators(sampling.seed, indices, nbest)
         s = sampling
         return sample_decode(
             model, src, s.temperature, s.top_k or 0, s.top_p, generators, nbest, max_len_offset
