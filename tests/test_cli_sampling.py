@@ -55,6 +55,7 @@ def test_sampling_at_temperature_zero_is_greedy(trained, monkeypatch, capsys):  
         (["--sample", "--seed", "-3"], "--seed must be >= 0"),
         (["--sample", "--nbest", "0"], "--nbest must be >= 1"),
         (["--sample", "--beam", "4"], "--sample draws one token at a time"),
+        (["--sample", "--early-stop"], "--early-stop is for beam search"),
         (["--temperature", "0.5"], "--temperature needs --sample"),
         (["--seed", "1"], "--seed needs --sample"),
         (["--chunk", "0"], "--chunk must be >= 1"),

@@ -145,6 +145,8 @@ def _sampling_option(args: argparse.Namespace):
         return None
     if args.beam != 1:
         raise ValueError(f"--sample draws one token at a time: use it without --beam ({args.beam})")
+    if args.early_stop:
+        raise ValueError("--early-stop is for beam search: use it without --sample")
     temperature = 1.0 if args.temperature is None else args.temperature
     if not (temperature >= 0 and math.isfinite(temperature)):
         raise ValueError(

@@ -74,6 +74,8 @@ def translate(
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")
+    if sampling is not None and beam != 1:
+        raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
     ids = tokenizer.encode(texts)
     ids = [x[: model.config.max_len - 1] + [EOS] for x in ids]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
