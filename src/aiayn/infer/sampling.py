@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -66,6 +68,29 @@ def generate(
     so the model always sees between half and all of its training context. Stops early when
     every row has produced ``eos_id``. With ``seed``, reproducible.
     """
+    steps = generate_steps(
+        model, prompt, max_new_tokens, temperature, top_k, top_p, eos_id, seed, context
+    )
+    return torch.cat([prompt, *steps], dim=1)
+
+
+def generate_steps(
+    model,
+    prompt: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    eos_id: int | None = None,
+    seed: int | None = None,
+    context: int | None = None,
+) -> Iterator[Tensor]:
+    """``generate`` one step at a time: yields each new token column (B, 1) as it is drawn.
+
+    Rows that have produced ``eos_id`` repeat it; the iteration ends once every row has (or
+    after ``max_new_tokens``). Stopping the iteration early stops the decoding, so a caller
+    that streams tokens (a server) stops generating for a client that went away.
+    """
     model.eval()
     generator = None
     if seed is not None:
@@ -78,15 +103,16 @@ def generate(
     tokens, new = prompt, prompt[:, -context:]
     done = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
     for _ in range(max_new_tokens):
-        if state.offset + new.size(1) > context:  # slide the window: re-encode the recent half
-            state = model.new_state()
-            new = tokens[:, -max(context // 2, 1) :]
-        logits = model(new, state=state)[:, -1]  # (B, V)
-        new = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+        with torch.no_grad():
+            if state.offset + new.size(1) > context:  # slide the window: re-encode the recent half
+                state = model.new_state()
+                new = tokens[:, -max(context // 2, 1) :]
+            logits = model(new, state=state)[:, -1]  # (B, V)
+            new = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
         if eos_id is not None:
             new = new.masked_fill(done[:, None], eos_id)
             done |= new[:, 0] == eos_id
         tokens = torch.cat([tokens, new], dim=1)
+        yield new
         if eos_id is not None and done.all():
             break
-    return tokens
