@@ -46,9 +46,7 @@ def model_dirs(tmp_path_factory):
     )
     classifier = _save(
         root / "sentiment",
-        tiny.replace(
-            family="encoder-only", vocab_size=bpe.vocab_size, n_classes=3, pooling="mean"
-        ),
+        tiny.replace(family="encoder-only", vocab_size=bpe.vocab_size, n_classes=3, pooling="mean"),
         bpe,
         {"data": {"task": "classification"}, "labels": ["neg", "neutral", "pos"]},
     )

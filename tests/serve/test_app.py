@@ -119,7 +119,9 @@ def test_batched_requests_get_what_they_get_alone(model_dirs, options):
         queue = client.app.state.registry.queues["de-en"]
         record = queue.on_batch
         queue.on_batch = lambda items, jobs, s: (sizes.append(jobs), record(items, jobs, s))
-        alone = [client.post("/v1/translate", json={"text": t, **options}).json() for t in SENTENCES]
+        alone = [
+            client.post("/v1/translate", json={"text": t, **options}).json() for t in SENTENCES
+        ]
         assert sizes == [1] * len(SENTENCES)
         together = _translate_concurrently(client, SENTENCES, **options)
     assert max(sizes[len(SENTENCES) :]) > 1  # some requests did share a batch
@@ -314,3 +316,31 @@ def test_the_page_is_served(client):
     r = client.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "<script" in r.text and "http" not in r.text.split("<script", 1)[1].split(">")[0]
+
+
+def test_completion_text_holds_back_a_split_character(model_dirs):
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.serve.models import CompletionText
+
+    tokenizer = Tokenizer.load(model_dirs["translator"])
+    ids = tokenizer.encode(["Straße 5 €"])[0]
+    assert any(tokenizer.sp.is_byte(i) for i in ids)  # € is spelled in byte pieces
+    stream = CompletionText(tokenizer, tokenizer.encode(["Preis:"])[0])
+    pieces = [stream.push(i) for i in ids] + [stream.flush()]
+    assert "".join(pieces) == stream.completion == " Straße 5 €"
+    assert all("\ufffd" not in p for p in pieces)
+    assert "" in pieces[:-1]  # held back while € was incomplete
+
+
+def test_a_stopped_completion_ends_after_the_current_token(model_dirs):
+    from aiayn.serve.models import ModelSpec, ServedModel
+
+    served = ServedModel(ModelSpec(model_dirs["lm"], "lm"))
+    stop, seen = threading.Event(), []
+
+    def emit(text):
+        seen.append(text)
+        stop.set()
+
+    text, n, reason = served.complete(served.prompt_ids("the"), 50, 0.0, 0, 1.0, None, emit, stop)
+    assert (n, reason) == (1, "cancelled") and "".join(seen) == text

@@ -1,0 +1,83 @@
+"""The ``aiayn serve`` process: start-up errors, and a graceful SIGTERM."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from aiayn.cli import main
+from tests.conftest import REPO_ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_bad_model_directories_are_named(tmp_path, model_dirs, capsys):
+    assert main(["serve", str(tmp_path / "nowhere")]) == 2
+    assert "config.json" in capsys.readouterr().err
+    lm = str(model_dirs["lm"])
+    assert main(["serve", lm, "--name", "a", "--name", "b"]) == 2
+    assert "2 --name for 1 model" in capsys.readouterr().err
+    assert main(["serve", lm, "--languages", "de-en"]) == 2
+    assert "one code" in capsys.readouterr().err
+    assert main(["serve", lm, lm]) == 2
+    assert "named 'lm'" in capsys.readouterr().err
+    assert main(["serve", lm, "--beam", "9"]) == 2
+    assert "beam" in capsys.readouterr().err
+
+
+def _wait_ready(port: int, proc, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not become ready")
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT / 'src'}{os.pathsep}{REPO_ROOT}"}
+    env["OMP_NUM_THREADS"] = "1"
+    command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["lm"])]
+    proc = subprocess.Popen(
+        [*command, "--port", str(port)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        _wait_ready(port, proc)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        body = {"prompt": "the", "max_tokens": 300, "temperature": 0, "stream": True}
+        conn.request(
+            "POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        response = conn.getresponse()
+        assert response.status == 200
+        first = response.readline()
+        assert first.startswith(b"data: {")
+        proc.send_signal(signal.SIGTERM)
+        rest = response.read().decode()
+        assert rest.rstrip().endswith("data: [DONE]")
+        chunks = [json.loads(line[6:]) for line in rest.split("\n") if line.startswith("data: {")]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+        assert proc.wait(60) == 0
+        log = proc.stdout.read()
+        assert "Traceback" not in log
+        assert "Waiting for connections to close" in log  # the request was still in flight
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
