@@ -67,6 +67,8 @@ def test_libretranslate_json_and_form_bodies(client, model_dirs):
     }
     r = client.post("/translate", json={"q": SENTENCES[:2], "source": "de", "target": "en"})
     assert r.json() == {"translatedText": want}
+    r = client.post("/translate", data={"q": SENTENCES[:2], "source": "de", "target": "en"})
+    assert r.json() == {"translatedText": want}  # a repeated form field is a list
     r = client.post(
         "/translate", data={"q": SENTENCES[1], "source": "de", "target": "en", "alternatives": "2"}
     )
@@ -81,6 +83,7 @@ def test_libretranslate_json_and_form_bodies(client, model_dirs):
         ({"q": "Hallo", "source": "de", "target": "en", "format": "html"}, 422, ["format"]),
         ({"q": "Hallo", "source": "de"}, 422, ["target"]),
         ({"q": [], "source": "de", "target": "en"}, 422, ["q"]),
+        ({"q": "Ja", "source": "de", "target": "en", "alternatives": 8}, 422, ["alternatives"]),
     ],
 )
 def test_libretranslate_errors_name_the_field(client, body, status, words):
@@ -234,6 +237,10 @@ def test_malformed_bodies(client):
     for route in ("/v1/translate", "/translate"):
         r = client.post(route, content=bad_utf8, headers={"content-type": "application/json"})
         assert r.status_code in (400, 422), r.text
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    for body in (b"q=\xff\xfe&source=de&target=en", b"q=%FF&source=de&target=en"):
+        r = client.post("/translate", content=body, headers=form)
+        assert r.status_code == 400 and "UTF-8" in r.json()["error"], r.text
     r = client.post("/v1/translate", content=b"x" * 1_000_001)
     assert r.status_code == 413 and "max-body-bytes" in r.json()["error"]["message"]
     r = client.post("/translate", content=b"x" * 1_000_001)

@@ -12,6 +12,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from importlib import resources
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -85,15 +86,25 @@ def _round(weights) -> list:
 async def _libretranslate_body(request: Request, schema: type[BaseModel]) -> BaseModel:
     """A LibreTranslate body, JSON or form-encoded (as its clients send it)."""
     content_type = request.headers.get("content-type", "")
-    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+    if content_type.startswith("multipart/form-data"):
         form = await request.form()
-        data = {k: (v if len(v := form.getlist(k)) > 1 else v[0]) for k in form}
+        pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
     else:
         body = await request.body()
         try:
-            data = json.loads(body) if body.strip() else {}
+            if content_type.startswith("application/x-www-form-urlencoded"):
+                text = body.decode("utf-8")
+                pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+            else:
+                pairs = None
+                data = json.loads(body) if body.strip() else {}
         except ValueError as e:  # also UnicodeDecodeError: not UTF-8
             raise ServeError(400, f"body: not UTF-8 JSON or a form ({e})", "body") from None
+    if pairs is not None:
+        data: dict = {}
+        for key, value in pairs:
+            data.setdefault(key, []).append(value)
+        data = {k: v if len(v) > 1 else v[0] for k, v in data.items()}
     try:
         return schema.model_validate(data)
     except ValidationError as e:
@@ -248,8 +259,10 @@ def create_app(
         texts = _texts(req.q, "q", config)
         _check_tokens(model, texts, req.q, "q")
         nbest = 1 + req.alternatives
+        if nbest > config.max_beam:
+            message = f"alternatives: at most {config.max_beam - 1} (--max-beam {config.max_beam})"
+            raise ServeError(422, message, "alternatives")
         beam = max(config.beam, nbest)
-        _check_beam(beam, config, "alternatives")
         options = dict(beam=beam, nbest=nbest)
         results = await registry.run(
             model,

@@ -90,7 +90,6 @@ class ServedModel:
             if data.get("task", "translation") == "translation" and "src_lang" in data:
                 self.languages = (data["src_lang"], data["tgt_lang"])
         self.parameters = sum(p.numel() for p in self.model.parameters())
-        self.lock = threading.Lock()
 
     @property
     def is_translator(self) -> bool:
