@@ -11,9 +11,6 @@ from aiayn.data.tokenizer import CharTokenizer, Tokenizer
 from aiayn.modeldir import save_model_dir, write_json
 from tests.conftest import REPO_ROOT
 
-pytest.importorskip("fastapi")
-pytest.importorskip("httpx2")
-
 
 def _ding_lines(n: int) -> list[str]:
     lines = []

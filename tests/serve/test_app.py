@@ -18,6 +18,9 @@ from aiayn.infer.translate import translate
 from aiayn.modeldir import load_model_dir
 from tests.serve.conftest import make_client, wait_ready
 
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx2")  # FastAPI's TestClient
+
 SENTENCES = [
     "Das ist ein gutes Buch.",
     "Ich habe Hunger.",

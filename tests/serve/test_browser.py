@@ -8,6 +8,9 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 

@@ -9,8 +9,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from aiayn.cli import main
 from tests.conftest import REPO_ROOT
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
 
 
 def free_port() -> int:
@@ -31,6 +36,18 @@ def test_bad_model_directories_are_named(tmp_path, model_dirs, capsys):
     assert "named 'lm'" in capsys.readouterr().err
     assert main(["serve", lm, "--beam", "9"]) == 2
     assert "beam" in capsys.readouterr().err
+
+
+def test_a_runs_model_directory_is_named_after_the_run(tmp_path, model_dirs):
+    import shutil
+
+    from aiayn.serve.server import model_specs
+
+    shutil.copytree(model_dirs["lm"], tmp_path / "moby" / "model")
+    specs = model_specs([str(tmp_path / "moby" / "model"), str(model_dirs["lm"])], ["x"])
+    assert [s.name for s in specs] == ["x", "lm"]
+    specs = model_specs([str(tmp_path / "moby" / "model"), str(model_dirs["lm"])])
+    assert [s.name for s in specs] == ["moby", "lm"]
 
 
 def _wait_ready(port: int, proc, seconds: float = 120.0) -> None:

@@ -19,6 +19,12 @@ from aiayn.serve.config import ServeConfig
 from aiayn.serve.models import ModelSpec, check_spec
 
 
+def default_name(path: Path) -> str:
+    """The directory's name; a run's ``model/`` directory takes the run's name."""
+    path = path.resolve()
+    return path.parent.name if path.name == "model" else path.name
+
+
 def model_specs(
     model_dirs: list[str], names: list[str] | None = None, languages: list[str] | None = None
 ) -> list[ModelSpec]:
@@ -29,7 +35,7 @@ def model_specs(
             raise ValueError(f"{len(values)} {flag} for {len(model_dirs)} model directories")
     specs = []
     for i, path in enumerate(model_dirs):
-        name = names[i] if i < len(names) else Path(path).resolve().name
+        name = names[i] if i < len(names) else default_name(Path(path))
         langs = tuple(languages[i].split("-")) if i < len(languages) else None
         spec = ModelSpec(Path(path), name, langs)
         check_spec(spec)
