@@ -65,6 +65,28 @@ def _wait_ready(port: int, proc, seconds: float = 120.0) -> None:
     raise AssertionError("the server did not become ready")
 
 
+def _completion_metrics(port: int) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/metrics")
+    lines = conn.getresponse().read().decode().splitlines()
+    return "\n".join(line for line in lines if line.startswith("aiayn_completion"))
+
+
+def _a_client_that_goes_away_stops_its_generation(port: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = {"prompt": "the", "max_tokens": 512, "temperature": 0, "stream": True}
+    headers = {"Content-Type": "application/json"}
+    conn.request("POST", "/v1/completions", json.dumps(body), headers)
+    assert conn.getresponse().readline().startswith(b"data: {")
+    conn.close()  # goes away after the first token
+    deadline = time.monotonic() + 60
+    while 'finish_reason="cancelled"' not in (text := _completion_metrics(port)):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
+    tokens = float(text.split('aiayn_completion_tokens_total{model="lm"} ')[1].split()[0])
+    assert tokens < 512, text
+
+
 def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT / 'src'}{os.pathsep}{REPO_ROOT}"}
@@ -76,6 +98,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
     )  # fmt: skip
     try:
         _wait_ready(port, proc)
+        _a_client_that_goes_away_stops_its_generation(port)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         body = {"prompt": "the", "max_tokens": 300, "temperature": 0, "stream": True}
         conn.request(

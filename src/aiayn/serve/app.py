@@ -1,6 +1,6 @@
 """The HTTP routes of ``aiayn serve`` (FastAPI): LibreTranslate's and OpenAI's shapes, and
-aiayn's own. Routes only: checking limits, picking the model, queueing the work
-(``registry``), shaping the answer."""
+aiayn's own. Routes only: each checks its inputs (``inputs``), picks the model and queues the
+work (``registry``), and shapes the answer (``schemas``)."""
 
 from __future__ import annotations
 
@@ -12,135 +12,25 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from importlib import resources
-from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
 
 from aiayn.serve import schemas as s
 from aiayn.serve.config import ServeConfig
-from aiayn.serve.errors import BodyLimit, ServeError, install_error_handlers, validation_message
+from aiayn.serve.errors import BodyLimit, RequestMetrics, ServeError, install_error_handlers
+from aiayn.serve.inputs import (
+    LANGUAGE_NAMES,
+    check_beam,
+    check_tokens,
+    form_or_json,
+    libretranslate_body,
+    rounded,
+    texts_of,
+)
 from aiayn.serve.models import ModelSpec, ServedModel
 from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR, Registry
-
-LANGUAGE_NAMES = {
-    "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
-    "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French", "hu": "Hungarian",
-    "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
-    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
-    "uk": "Ukrainian", "zh": "Chinese",
-}  # fmt: skip
-
-
-def _texts(value: str | list[str], field: str, config: ServeConfig) -> list[str]:
-    """The texts of a request, within the per-request limits."""
-    texts = [value] if isinstance(value, str) else list(value)
-    if not texts:
-        raise ServeError(422, f"{field}: give at least one text", field)
-    if len(texts) > config.max_texts:
-        raise ServeError(
-            422,
-            f"{field}: {len(texts)} texts; at most {config.max_texts} per request (--max-texts)",
-            field,
-        )
-    for i, text in enumerate(texts):
-        if len(text) > config.max_chars:
-            name = field if isinstance(value, str) else f"{field}[{i}]"
-            raise ServeError(
-                422,
-                f"{name}: {len(text)} characters; at most {config.max_chars} per text "
-                "(--max-chars)",
-                name,
-            )
-    return texts
-
-
-def _check_tokens(model: ServedModel, texts: list[str], value, field: str) -> list[int]:
-    """Token counts of ``texts``; a text the model cannot read whole is an error."""
-    counts = model.token_counts(texts)
-    for i, n in enumerate(counts):
-        if n > model.max_text_tokens:
-            name = field if isinstance(value, str) else f"{field}[{i}]"
-            raise ServeError(
-                422,
-                f"{name}: {n} tokens; model {model.name} reads at most {model.max_text_tokens} "
-                f"(its max_len {model.config.max_len}, with eos)",
-                name,
-            )
-    return counts
-
-
-def _check_beam(beam: int, config: ServeConfig, field: str = "beam") -> None:
-    if beam > config.max_beam:
-        message = f"{field}: {beam} is over the limit {config.max_beam} (--max-beam)"
-        raise ServeError(422, message, field)
-
-
-def _round(weights) -> list:
-    """Attention weights (H, Q, K) as nested lists with 4 decimals (a smaller answer)."""
-    return ((weights * 1e4).round() / 1e4).tolist()
-
-
-async def _libretranslate_body(request: Request, schema: type[BaseModel]) -> BaseModel:
-    """A LibreTranslate body, JSON or form-encoded (as its clients send it)."""
-    content_type = request.headers.get("content-type", "")
-    if content_type.startswith("multipart/form-data"):
-        form = await request.form()
-        pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-    else:
-        body = await request.body()
-        try:
-            if content_type.startswith("application/x-www-form-urlencoded"):
-                text = body.decode("utf-8")
-                pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
-            else:
-                pairs = None
-                data = json.loads(body) if body.strip() else {}
-        except ValueError as e:  # also UnicodeDecodeError: not UTF-8
-            raise ServeError(400, f"body: not UTF-8 JSON or a form ({e})", "body") from None
-    if pairs is not None:
-        data: dict = {}
-        for key, value in pairs:
-            data.setdefault(key, []).append(value)
-        data = {k: v if len(v) > 1 else v[0] for k, v in data.items()}
-    try:
-        return schema.model_validate(data)
-    except ValidationError as e:
-        status, message, param = validation_message(e.errors())
-        raise ServeError(status, message, param) from None
-
-
-def _form_or_json(schema: type[BaseModel]) -> dict:
-    body = {"schema": schema.model_json_schema()}
-    content = {"application/json": body, "application/x-www-form-urlencoded": body}
-    return {"requestBody": {"content": content, "required": True}}
-
-
-class RequestMetrics:
-    """ASGI middleware counting requests and timing them, by route and status."""
-
-    def __init__(self, app, registry: Registry) -> None:
-        self.app, self.metrics = app, registry.metrics
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        start, status = time.perf_counter(), [500]
-
-        async def record(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, record)
-        finally:
-            route = scope.get("route")
-            name = getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(name, str(status[0])).inc()
-            self.metrics.latency.labels(name).observe(time.perf_counter() - start)
 
 
 def create_app(
@@ -169,7 +59,7 @@ def create_app(
     app.state.registry = registry
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(RequestMetrics, registry=registry)
+    app.add_middleware(RequestMetrics, metrics=registry.metrics)
     page = resources.files("aiayn.serve").joinpath("static/index.html").read_text("utf-8")
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -218,20 +108,20 @@ def create_app(
             for code in codes
         ]
 
-    @app.post("/detect", openapi_extra=_form_or_json(s.DetectRequest))
+    @app.post("/detect", openapi_extra=form_or_json(s.DetectRequest))
     async def detect(request: Request):
         """LibreTranslate's detection. This server identifies no language: it answers the
         source languages it translates from, with the confidence split evenly among them."""
-        req = await _libretranslate_body(request, s.DetectRequest)
-        _texts(req.q, "q", config)
+        req = await libretranslate_body(request, s.DetectRequest)
+        texts_of(req.q, "q", config)
         sources = source_languages()
         return [{"language": code, "confidence": 100.0 / len(sources)} for code in sources]
 
-    @app.post("/translate", openapi_extra=_form_or_json(s.LibreTranslateRequest))
+    @app.post("/translate", openapi_extra=form_or_json(s.LibreTranslateRequest))
     async def libretranslate(request: Request):
         """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto' picks the
         only model into ``target``), ``target``, ``alternatives``; JSON or form body."""
-        req = await _libretranslate_body(request, s.LibreTranslateRequest)
+        req = await libretranslate_body(request, s.LibreTranslateRequest)
         if req.format != "text":
             raise ServeError(422, "format: only 'text' is supported (no HTML)", "format")
         fits = [
@@ -256,8 +146,8 @@ def create_app(
                 "source",
             )
         model = fits[0]
-        texts = _texts(req.q, "q", config)
-        _check_tokens(model, texts, req.q, "q")
+        texts = texts_of(req.q, "q", config)
+        check_tokens(model, texts, req.q, "q")
         nbest = 1 + req.alternatives
         if nbest > config.max_beam:
             message = f"alternatives: at most {config.max_beam - 1} (--max-beam {config.max_beam})"
@@ -287,9 +177,9 @@ def create_app(
     async def translate(req: s.TranslateRequest):
         """n-best translations with their scores (greedy search when ``beam`` is 1)."""
         model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
-        texts = _texts(req.text, "text", config)
-        _check_beam(req.beam, config)
-        _check_tokens(model, texts, req.text, "text")
+        texts = texts_of(req.text, "text", config)
+        check_beam(req.beam, config)
+        check_tokens(model, texts, req.text, "text")
         options = req.model_dump(exclude={"model", "text"})
         results = await registry.run(
             model,
@@ -311,9 +201,9 @@ def create_app(
     async def attention(req: s.AttentionRequest):
         """One sentence's translation with every layer's and head's attention weights."""
         model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
-        _texts(req.text, "text", config)
-        _check_beam(req.beam, config)
-        _check_tokens(model, [req.text], req.text, "text")
+        texts_of(req.text, "text", config)
+        check_beam(req.beam, config)
+        check_tokens(model, [req.text], req.text, "text")
         options = req.model_dump(exclude={"model", "text", "early_stop"})
 
         def run(items: list[str]) -> list[dict]:
@@ -325,9 +215,9 @@ def create_app(
                     source_tokens=att.source,
                     output_tokens=att.output,
                     decoder_input_tokens=att.decoder_input,
-                    cross=[_round(w) for w in att.cross],
-                    encoder=[_round(w) for w in att.encoder],
-                    decoder=[_round(w) for w in att.decoder_self],
+                    cross=[rounded(w) for w in att.cross],
+                    encoder=[rounded(w) for w in att.encoder],
+                    decoder=[rounded(w) for w in att.decoder_self],
                 )
             ]
 
@@ -340,8 +230,8 @@ def create_app(
         model = registry.pick(req.model, ENCODER, "/v1/classify")
         if not model.is_classifier:
             raise ServeError(422, f"model {model.name!r} has no classifier head", "model")
-        texts = _texts(req.input, "input", config)
-        _check_tokens(model, texts, req.input, "input")
+        texts = texts_of(req.input, "input", config)
+        check_tokens(model, texts, req.input, "input")
         probs = await registry.run(model, texts, model.classify, ("classify",))
         results = []
         for row in probs:
@@ -358,8 +248,8 @@ def create_app(
     async def embeddings(req: s.EmbeddingRequest):
         """Mean-pooled encoder states of each text (the vectors of ``aiayn embed``)."""
         model = registry.pick(req.model, ENCODER, "/v1/embeddings")
-        texts = _texts(req.input, "input", config)
-        counts = _check_tokens(model, texts, req.input, "input")
+        texts = texts_of(req.input, "input", config)
+        counts = check_tokens(model, texts, req.input, "input")
         vectors = await registry.run(
             model,
             texts,
@@ -383,7 +273,7 @@ def create_app(
     async def completions(req: s.CompletionRequest):
         """Continue a prompt (OpenAI's completions); ``stream`` sends server-sent events."""
         model = registry.pick(req.model, DECODER, "/v1/completions")
-        _texts(req.prompt, "prompt", config)
+        texts_of(req.prompt, "prompt", config)
         if req.max_tokens > config.max_new_tokens:
             raise ServeError(
                 422,
@@ -405,6 +295,7 @@ def create_app(
             ((text, n, reason),) = await registry.run(
                 model, [None], lambda _: [model.complete(prompt, **sampling)]
             )
+            registry.metrics.completed(model.name, n, reason)
             return s.CompletionResponse(
                 **head,
                 choices=[s.CompletionChoice(text=text, finish_reason=reason)],
@@ -432,7 +323,14 @@ def _stream_completion(registry, model, prompt, sampling, head, timeout) -> Stre
     job, future = registry.submit(
         model, [None], lambda _: [model.complete(prompt, **sampling, emit=emit, stop=stop)]
     )
-    future.add_done_callback(lambda _: deltas.put_nowait(done))
+
+    def finished(future) -> None:
+        deltas.put_nowait(done)
+        if not future.cancelled() and future.exception() is None:
+            ((_, n, reason),) = future.result()
+            registry.metrics.completed(model.name, n, reason)
+
+    future.add_done_callback(finished)
 
     def event(text: str, reason: str | None) -> str:
         choice = {"text": text, "index": 0, "logprobs": None, "finish_reason": reason}

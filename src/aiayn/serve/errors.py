@@ -1,10 +1,12 @@
-"""Errors as the clients of each API expect them, and the request body size limit.
+"""Errors as the clients of each API expect them; the body size limit and request metrics.
 
 LibreTranslate's routes answer ``{"error": "message"}``; every other route answers OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``. Each message names the field at fault.
 """
 
 from __future__ import annotations
+
+import time
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -127,3 +129,28 @@ class BodyLimit:
             return await receive()
 
         return await self.app(scope, replay, send)
+
+
+class RequestMetrics:
+    """ASGI middleware counting requests and timing them, by route and status."""
+
+    def __init__(self, app, metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), [500]
+
+        async def record(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or "unmatched"
+            self.metrics.requests.labels(name, str(status[0])).inc()
+            self.metrics.latency.labels(name).observe(time.perf_counter() - start)

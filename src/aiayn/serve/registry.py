@@ -50,9 +50,22 @@ class Metrics:
             ["model"],
             registry=self.registry,
         )
+        self.completions = Counter(
+            "aiayn_completions",
+            "completions by finish reason (cancelled: the client went away)",
+            ["model", "finish_reason"],
+            registry=self.registry,
+        )
+        self.completion_tokens = Counter(
+            "aiayn_completion_tokens", "tokens generated", ["model"], registry=self.registry
+        )
         self.queue_depth = Gauge(
             "aiayn_queue_depth", "requests waiting per model", ["model"], registry=self.registry
         )
+
+    def completed(self, model: str, tokens: int, reason: str) -> None:
+        self.completions.labels(model, reason).inc()
+        self.completion_tokens.labels(model).inc(tokens)
 
 
 class Registry:
