@@ -121,3 +121,13 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_languages_flag_sets_a_models_languages(model_dirs):
+    from aiayn.serve.models import ServedModel
+    from aiayn.serve.server import model_specs
+
+    (spec,) = model_specs([str(model_dirs["translator"])], languages=["fr-en"])
+    assert ServedModel(spec).describe()["languages"] == ["fr", "en"]
+    (spec,) = model_specs([str(model_dirs["translator"])])
+    assert ServedModel(spec).describe()["languages"] == ["de", "en"]  # from run.json
