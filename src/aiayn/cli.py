@@ -294,6 +294,25 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    import dataclasses
+
+    from aiayn.serve.config import ServeConfig
+
+    try:
+        from aiayn.serve.server import model_specs, run_server
+    except ImportError as e:
+        raise RuntimeError(
+            f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
+        ) from None
+    config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
+
+
 def _add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy; the paper: 4)")
     p.add_argument("--lenpen", type=float, default=0.6, help="length penalty alpha (§6.1)")
@@ -412,6 +431,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=5, help="sample translations to print")
     _add_search_arguments(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("serve", help="serve models over HTTP (LibreTranslate and OpenAI APIs)")
+    p.add_argument("model_dir", nargs="+", help="model directories to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--name", action="append", help="name of each model, in order (default: dir)")
+    p.add_argument("--languages", action="append", help="of each model, in order: SRC-TGT or LANG")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    from aiayn.serve.config import ServeConfig
+
+    for name, (default, text) in ServeConfig.flags().items():
+        p.add_argument(
+            "--" + name.replace("_", "-"), type=type(default), default=default, help=text
+        )
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -147,6 +147,51 @@ def sample_next(
     return torch.searchsorted(cdf, u[:, None], right=True)  # (N, 1)
 
 
+def sample_steps(
+    step: StepFn,
+    reorder: ReorderFn,
+    start: Tensor,
+    max_new: Tensor | int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generators: Sequence[torch.Generator] | None = None,
+    eos_id: int | None = EOS,
+    exclude: Sequence[int] = (),
+) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """The loop of ``sample_search``, one step at a time: yields, for each step, the live
+    rows of ``start`` (N,), the token each drew (N, 1) and its log-probability under the
+    model (N,). Stopping the iteration stops the decoding (a server streaming to a client
+    that went away)."""
+    check_settings(temperature, top_k, top_p)
+    b, device = start.size(0), start.device
+    limit = torch.as_tensor(max_new, device=device).expand(b)  # (B,)
+    if generators is not None and len(generators) != b:
+        raise ValueError(f"{len(generators)} generators for {b} rows")
+    steps = int(limit.max()) if b else 0
+    rows = torch.arange(b, device=device)  # (N,) the row of ``start`` of each live row
+    excluded = torch.tensor(list(exclude), dtype=torch.long, device=device)
+    tokens = start
+    for s in range(steps):
+        with torch.no_grad():
+            logits = step(tokens)  # (N, V)
+            gens = None if generators is None else [generators[r] for r in rows.tolist()]
+            allowed = logits.index_fill(1, excluded, float("-inf")) if len(exclude) else logits
+            token = sample_next(allowed, temperature, top_k, top_p, gens)  # (N, 1)
+            log_prob = torch.log_softmax(logits.float(), -1).gather(1, token)[:, 0]  # (N,)
+        yield rows, token, log_prob.double()
+        tokens = torch.cat([tokens, token], dim=1)  # (N, L + 1)
+        done = limit[rows] <= s + 1  # (N,)
+        if eos_id is not None:
+            done |= token[:, 0] == eos_id
+        if done.any():
+            keep = (~done).nonzero().squeeze(1)  # (N',)
+            if keep.numel() == 0:
+                break
+            rows, tokens = rows[keep], tokens[keep]
+            reorder(keep)
+
+
 @torch.no_grad()
 def sample_search(
     step: StepFn,
@@ -172,34 +217,18 @@ def sample_search(
     at temperature 1 and unfiltered, whatever the sampling settings. The output is padded
     with ``pad_id`` after a row's last token. Tokens in ``exclude`` are never drawn.
     """
-    check_settings(temperature, top_k, top_p)
     b, device = start.size(0), start.device
-    limit = torch.as_tensor(max_new, device=device).expand(b)  # (B,)
-    if generators is not None and len(generators) != b:
-        raise ValueError(f"{len(generators)} generators for {b} rows")
-    steps = int(limit.max()) if b else 0
+    steps = int(torch.as_tensor(max_new).max()) if b else 0
     out = torch.full((b, steps), pad_id, dtype=torch.long, device=device)
     log_prob = torch.zeros(b, dtype=torch.float64, device=device)
-    rows = torch.arange(b, device=device)  # (N,) the row of ``start`` of each live row
-    excluded = torch.tensor(list(exclude), dtype=torch.long, device=device)
-    tokens, width = start, 0
-    for s in range(steps):
-        logits = step(tokens)  # (N, V)
-        gens = None if generators is None else [generators[r] for r in rows.tolist()]
-        allowed = logits.index_fill(1, excluded, float("-inf")) if len(exclude) else logits
-        token = sample_next(allowed, temperature, top_k, top_p, gens)  # (N, 1)
-        log_prob[rows] += torch.log_softmax(logits.float(), -1).gather(1, token)[:, 0].double()
+    width = 0
+    drawn = sample_steps(
+        step, reorder, start, max_new, temperature, top_k, top_p, generators, eos_id, exclude
+    )
+    for s, (rows, token, lp) in enumerate(drawn):
         out[rows, s] = token[:, 0]
-        tokens, width = torch.cat([tokens, token], dim=1), s + 1  # (N, L + 1)
-        done = limit[rows] <= width  # (N,)
-        if eos_id is not None:
-            done |= token[:, 0] == eos_id
-        if done.any():
-            keep = (~done).nonzero().squeeze(1)  # (N',)
-            if keep.numel() == 0:
-                break
-            rows, tokens = rows[keep], tokens[keep]
-            reorder(keep)
+        log_prob[rows] += lp
+        width = s + 1
     return out[:, :width], log_prob  # (B, L), (B,)
 
 
@@ -278,6 +307,29 @@ def generate(
     ``eos_id`` (then filled with it) and leaves the batch. With ``seed``, reproducible: row
     i draws from its own generator (``row_seed(seed, i)``).
     """
+    steps = generate_steps(
+        model, prompt, max_new_tokens, temperature, top_k, top_p, eos_id, seed, context
+    )
+    return torch.cat([prompt, *steps], dim=1)
+
+
+def generate_steps(
+    model,
+    prompt: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    eos_id: int | None = None,
+    seed: int | None = None,
+    context: int | None = None,
+) -> Iterator[Tensor]:
+    """``generate`` one step at a time: yields each new token column (B, 1) as it is drawn.
+
+    Rows that have produced ``eos_id`` repeat it; the iteration ends once every row has (or
+    after ``max_new_tokens``). Stopping the iteration early stops the decoding, so a caller
+    that streams tokens (a server) stops generating for a client that went away.
+    """
     model.eval()
     generators = None
     if seed is not None:
@@ -300,8 +352,11 @@ def generate(
     def reorder(keep: Tensor) -> None:
         live["state"].reorder(keep)
 
-    fill = PAD if eos_id is None else eos_id
-    new, _ = sample_search(
-        step, reorder, prompt, max_new_tokens, temperature, top_k, top_p, generators, eos_id, fill
+    fill = PAD if eos_id is None else eos_id  # what a finished row repeats
+    drawn = sample_steps(
+        step, reorder, prompt, max_new_tokens, temperature, top_k, top_p, generators, eos_id
     )
-    return torch.cat([prompt, new], dim=1)
+    for rows, token, _ in drawn:
+        column = torch.full((prompt.size(0), 1), fill, dtype=torch.long, device=prompt.device)
+        column[rows] = token  # (B, 1)
+        yield column
