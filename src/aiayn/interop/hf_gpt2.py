@@ -1,0 +1,1 @@
+"""GPT-2 <-> aiayn's decoder-only model (work in progress)."""
