@@ -73,3 +73,60 @@ def bert_model(directory: Path, architecture: str = "BertForSequenceClassificati
             head.predictions.decoder.bias.copy_(head.predictions.bias)
     model.save_pretrained(directory)
     return model
+
+
+CORPUS = [
+    "The cat sat on the mat. The dog ran fast!",
+    "A big red house stood by the small blue tree.",
+    "Naïve café owners wrote résumés — in 2024, at 9:30.",
+    "    indented  text\twith tabs\nand lines",
+] * 5
+
+
+def byte_bpe_tokenizer(directory: Path, vocab_size: int = 300):
+    """A byte-level BPE like GPT-2's, trained on a few lines, <|endoftext|> last."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.add_special_tokens(["<|endoftext|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    )
+    fast.save_pretrained(directory)
+    return fast
+
+
+def gpt2_model(directory: Path, n_vocab: int, eos: int, **config):
+    """A random GPT2LMHeadModel (weights larger than at init, so outputs vary)."""
+    import transformers
+
+    settings = dict(
+        vocab_size=n_vocab,
+        n_positions=48,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        initializer_range=0.3,
+    )
+    settings.update(config)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**settings)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "ln_" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(directory)
+    return model
