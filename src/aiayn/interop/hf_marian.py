@@ -30,6 +30,7 @@ from aiayn.config import ModelConfig
 from aiayn.data.marian_tokenizer import SOURCE_SPM, TARGET_SPM, VOCAB_JSON, MarianTokenizer
 from aiayn.data.tokenizer import BOS, Tokenizer
 from aiayn.data.vocab_map import VocabMap
+from aiayn.modeldir import untied_state_dict
 from aiayn.interop import hf_vocab
 from aiayn.interop.hf import (
     Exported,
@@ -340,5 +341,6 @@ def export_parts(model, tokenizer, run: dict) -> Exported:
         },
     }
     mapping = Mapping(rules(eff), vmap, residual_perm(config.d_model))
-    originals = {n: model.state_dict()[n] for n in shifted}
+    stored, _ = untied_state_dict(model)  # a tied tensor is kept once
+    originals = {n: stored[n] for n in shifted if n in stored}
     return Exported("MarianMTModel", hf, state, mapping, files=files, originals=originals)
