@@ -2,7 +2,6 @@
 export unchanged and give our log-probabilities, greedy and beam outputs; import brings the
 model back bit for bit."""
 
-import json
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, build_model
-from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenizer
+from aiayn.data.tokenizer import BOS, PAD, Tokenizer, load_tokenizer
 from aiayn.infer.beam import beam_decode
 from aiayn.infer.greedy import greedy_decode
 from aiayn.interop.hf import export_hf, import_hf

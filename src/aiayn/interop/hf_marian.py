@@ -30,7 +30,6 @@ from aiayn.config import ModelConfig
 from aiayn.data.marian_tokenizer import SOURCE_SPM, TARGET_SPM, VOCAB_JSON, MarianTokenizer
 from aiayn.data.tokenizer import BOS, Tokenizer
 from aiayn.data.vocab_map import VocabMap
-from aiayn.modeldir import untied_state_dict
 from aiayn.interop import hf_vocab
 from aiayn.interop.hf import (
     Exported,
@@ -41,6 +40,7 @@ from aiayn.interop.hf import (
     no_counterpart,
     rule,
 )
+from aiayn.modeldir import untied_state_dict
 
 ACTIVATIONS_OUT = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "swish"}
 TIES = {(True, True): "all", (False, True): "decoder", (False, False): "none"}
