@@ -170,6 +170,8 @@ def test_options_without_a_marian_counterpart_are_named(tmp_path, spm_tokenizer)
         export_hf(directory, tmp_path / "hf")
 
 
+@pytest.mark.slow  # the converter starts transformers in a subprocess (~10 s); the shipped
+# model's test runs it by default
 @pytest.mark.skipif(
     shutil.which("ct2-transformers-converter") is None
     and not Path(sys.executable).with_name("ct2-transformers-converter").exists(),
