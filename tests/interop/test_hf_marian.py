@@ -148,3 +148,46 @@ def test_export_of_the_import_is_the_checkpoint_bit_for_bit(tmp_path):
     assert json.loads((tmp_path / "back" / "vocab.json").read_text()) == json.loads(
         (tmp_path / "hf" / "vocab.json").read_text()
     )
+
+
+def test_an_imported_marian_fine_tunes_with_aiayns_loop(tmp_path):
+    """train.init_from = the imported directory: Marian's target model cuts the targets, the
+    extra rows (logit -inf) take no label-smoothing mass, the loss stays finite."""
+    import json
+    import math
+
+    from aiayn.config import RunConfig
+    from aiayn.infer.translate import translate_best
+    from aiayn.train.loop import train
+    from tests.conftest import write_sample_corpus
+
+    imported(tmp_path)
+    corpus = write_sample_corpus(tmp_path / "corpus", n_train=60, n_valid=10, n_test=10)
+    model_table = json.loads((tmp_path / "ours" / "config.json").read_text())["model"]
+    run = RunConfig.from_dict(
+        {
+            "model": model_table,
+            "data": {"corpus": str(corpus), "max_len": 60},
+            "train": {
+                "init_from": str(tmp_path / "ours"),
+                "max_steps": 3,
+                "max_tokens": 300,
+                "warmup": 2,
+                "lr_scale": 0.5,
+                "threads": 1,
+                "log_every": 1,
+            },
+        }
+    )
+    summary = train(run, tmp_path / "run", progress=False)
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "run" / "metrics.jsonl").read_text().split("\n")
+        if line
+    ]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert losses and all(math.isfinite(x) for x in losses) and summary
+    model_dir = next(p.parent for p in (tmp_path / "run").rglob("model.safetensors"))
+    model, tok = load_model_dir(model_dir), load_tokenizer(model_dir)
+    assert type(tok).__name__ == "MarianTokenizer"
+    assert len(translate_best(model, tok, SOURCES[:2])) == 2

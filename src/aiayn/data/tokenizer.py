@@ -123,6 +123,10 @@ class Tokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of target-side texts: one shared vocabulary, so as ``encode``."""
+        return self.encode(texts)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Texts from ids; stops at the first eos and drops pad / bos / mask."""
         clean = []
@@ -169,6 +173,9 @@ class CharTokenizer:
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
+
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        return self.encode(texts)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         out = []
