@@ -114,7 +114,9 @@ def marian_record(model_dir: Path, n: int, work: Path) -> dict:
             )
         )
         got = [
-            peer_tok.decode(peer_tok.convert_tokens_to_ids(r.hypotheses[0]), skip_special_tokens=True)
+            peer_tok.decode(
+                peer_tok.convert_tokens_to_ids(r.hypotheses[0]), skip_special_tokens=True
+            )
             for r in results
         ]
         record[f"ctranslate2_beam{beam}_same"] = sum(
@@ -158,7 +160,9 @@ def minilm_record(hf_dir: Path, work: Path) -> dict:
         ids = [x + [EOS] for x in tok.encode(texts[i : i + 32])]
         same_ids += sum(
             tok.vocab_map.to_theirs(x) == row[: int(m.sum())]
-            for x, row, m in zip(ids, batch["input_ids"].tolist(), batch["attention_mask"], strict=True)
+            for x, row, m in zip(
+                ids, batch["input_ids"].tolist(), batch["attention_mask"], strict=True
+            )
         )
         x = pad(ids)
         worst = max(worst, float((model.pool(model.encode(x), x) - expected).abs().max()))

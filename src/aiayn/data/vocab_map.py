@@ -96,13 +96,14 @@ class VocabMap:
 
     # -- weights ------------------------------------------------------------------------------
 
-    def rows_to_ours(self, weight: Tensor, fill: float = 0.0) -> Tensor:
-        """Rows (V_theirs, ...) to (V_ours, ...): extra rows are copies or ``fill``."""
+    def rows_to_ours(self, weight: Tensor, fill: float = 0.0, copies: bool = True) -> Tensor:
+        """Rows (V_theirs, ...) to (V_ours, ...): extra rows are ``fill``, or with ``copies``
+        (embedding rows, not output biases) the copies they start from."""
         src = torch.tensor(self.source_ids, dtype=torch.long)
         out = weight.new_full((len(src), *weight.shape[1:]), fill)
         real = src >= 0
         out[real] = weight[src[real]]
-        for ours, theirs in self.copies.items():
+        for ours, theirs in self.copies.items() if copies else ():
             out[ours] = weight[theirs]
         return out
 

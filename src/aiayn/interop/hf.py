@@ -97,8 +97,9 @@ class Mapping:
 def _permute_to_ours(t: Tensor, axes: str, m: Mapping) -> Tensor:
     for k, label in enumerate(axes):
         if label == "v":
-            fill = float("-inf") if t.dim() == 1 else 0.0  # a logit bias / an embedding row
-            t = m.vocab.rows_to_ours(t.movedim(k, 0), fill).movedim(0, k)
+            bias = t.dim() == 1  # an output bias (never produced: -inf) or embedding rows
+            fill = float("-inf") if bias else 0.0
+            t = m.vocab.rows_to_ours(t.movedim(k, 0), fill, copies=not bias).movedim(0, k)
         elif label == "d" and m.perm is not None:
             t = t.index_select(k, m.perm)
     return t
