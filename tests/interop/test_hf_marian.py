@@ -191,3 +191,24 @@ def test_an_imported_marian_fine_tunes_with_aiayns_loop(tmp_path):
     model, tok = load_model_dir(model_dir), load_tokenizer(model_dir)
     assert type(tok).__name__ == "MarianTokenizer"
     assert len(translate_best(model, tok, SOURCES[:2])) == 2
+
+
+def test_the_cli_translates_and_evaluates_an_imported_marian(tmp_path, capsys, monkeypatch):
+    import io
+    import json
+
+    from aiayn.cli import main
+    from tests.conftest import write_sample_corpus
+
+    imported(tmp_path)
+    corpus = write_sample_corpus(tmp_path / "corpus", n_train=5, n_valid=5, n_test=5)
+    ours = str(tmp_path / "ours")
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(SOURCES) + "\n"))
+    assert main(["translate", ours, "--beam", "2"]) == 0
+    assert len(capsys.readouterr().out.strip().split("\n")) == len(SOURCES)
+    assert main(["evaluate", ours, "--corpus", str(corpus), "--samples", "0"]) == 0
+    assert "bleu" in json.loads(capsys.readouterr().out)
+    tok = load_tokenizer(ours)  # the attention plot's labels
+    pieces = [tok.id_to_piece(t) for t in tok.encode(SOURCES[1:2], eos=True)[0]]
+    assert pieces == tok.pieces(SOURCES[1]) + ["</s>"]
+    assert [tok.id_to_piece(t) for t in (PAD, BOS, 4)] == ["<pad>", "<pad>", "<mask>"]

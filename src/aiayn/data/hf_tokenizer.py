@@ -117,3 +117,6 @@ class HFTokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return self.tok.encode(text, add_special_tokens=False).tokens
+
+    def id_to_piece(self, token: int) -> str:
+        return self.vocab_map.piece(token, lambda t: self.tok.id_to_token(t) or "")

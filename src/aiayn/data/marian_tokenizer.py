@@ -124,3 +124,6 @@ class MarianTokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return self.source.encode(text, out_type=str)
+
+    def id_to_piece(self, token: int) -> str:
+        return self.vocab_map.piece(token, lambda t: self.pieces_of.get(t, ""))

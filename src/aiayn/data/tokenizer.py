@@ -145,6 +145,9 @@ class Tokenizer:
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
 
+    def id_to_piece(self, token: int) -> str:
+        return self.sp.id_to_piece(token)
+
 
 CHAR_TOKENIZER_FILE = "tokenizer.json"
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>", MASK_PIECE)
@@ -186,6 +189,10 @@ class CharTokenizer:
             n = len(SPECIALS)
             out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
         return out
+
+    def id_to_piece(self, token: int) -> str:
+        n = len(SPECIALS)
+        return SPECIALS[token] if token < n else self.chars[token - n]
 
     def save(self, directory: Path) -> None:
         import json

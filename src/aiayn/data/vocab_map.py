@@ -89,6 +89,12 @@ class VocabMap:
         back = self._back
         return [back[i] for i in ids]
 
+    def piece(self, token: int, their_piece) -> str:
+        """The original piece of aiayn id ``token`` (``their_piece(their id)``), or the role of
+        an extra row, e.g. "<pad>"."""
+        theirs = self.source_ids[token]
+        return their_piece(theirs) if theirs >= 0 else f"<{ROLES[token]}>"
+
     def to_theirs(self, ids: list[int]) -> list[int]:
         """Original ids of aiayn ids; extra rows have none and are left out."""
         src = self.source_ids
