@@ -135,8 +135,6 @@ def test_weight_decay_matches_torch_adamw(weight_decay):
     assert not torch.equal(ours.classifier[1].weight, start)  # it trained
 
 
-
-
 def test_without_weight_decay_the_optimizer_is_the_papers_adam():
     ours, theirs = tiny_encoder(), tiny_encoder()
     theirs.load_state_dict(ours.state_dict())
