@@ -199,9 +199,24 @@ class CharTokenizer:
             raise ValueError(f"{path}: not a character tokenizer ({e})") from None
 
 
-def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
-    """The tokenizer saved in a model or run directory (BPE or character)."""
+VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
+
+
+def load_tokenizer(directory: Path):
+    """The tokenizer saved in a model or run directory, by the files it holds: an imported
+    one (``vocab_map.json`` beside Hugging Face ``tokenizer.json``, or Marian's
+    ``source.spm``/``target.spm``/``vocab.json``), BPE (``tokenizer.model``) or character."""
     directory = Path(directory)
+    if (directory / VOCAB_MAP_FILE).is_file():
+        from aiayn.data.vocab_map import VocabMap
+
+        if VocabMap.load(directory).backend == "marian":
+            from aiayn.data.marian_tokenizer import MarianTokenizer
+
+            return MarianTokenizer.load(directory)
+        from aiayn.data.hf_tokenizer import HFTokenizer
+
+        return HFTokenizer.load(directory)
     if (directory / CHAR_TOKENIZER_FILE).is_file():
         return CharTokenizer.load(directory / CHAR_TOKENIZER_FILE)
     return Tokenizer.load(directory / TOKENIZER_FILE if directory.is_dir() else directory)
@@ -209,4 +224,6 @@ def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
 
 def has_tokenizer(directory: Path) -> bool:
     directory = Path(directory)
-    return (directory / TOKENIZER_FILE).is_file() or (directory / CHAR_TOKENIZER_FILE).is_file()
+    return any(
+        (directory / f).is_file() for f in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE, VOCAB_MAP_FILE)
+    )

@@ -1,0 +1,1 @@
+"""Marian <-> aiayn's encoder-decoder (work in progress)."""
