@@ -264,6 +264,37 @@ def cmd_classify(args: argparse.Namespace) -> None:
         print(f"{labels[best]}\t{row[best]:.4f}")
 
 
+def cmd_embed(args: argparse.Namespace) -> None:
+    """One JSON list of floats (the pooled encoder states) per line of stdin, in order."""
+    import warnings
+
+    from aiayn.infer.embed import embed_texts
+
+    if args.chunk < 1:
+        raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
+    model, tokenizer = _load(args.model_dir)
+    while True:  # stream: read a chunk, embed it (length-sorted inside), print in order
+        lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
+        if not lines:
+            break
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            vectors = embed_texts(model, tokenizer, lines, normalize=args.normalize)  # (N, D)
+        for warning in caught:
+            print(f"warning: {warning.message}", file=sys.stderr)
+        for row in vectors.numpy():  # float32's shortest exact decimal form
+            print("[" + ", ".join(str(x) for x in row) + "]")
+        sys.stdout.flush()
+
+
+def _add_embed_parser(sub) -> None:
+    p = sub.add_parser("embed", help="embed each line of stdin: one JSON list of floats per line")
+    p.add_argument("model_dir", help="an encoder-only model (pooled as its model.pooling says)")
+    p.add_argument("--normalize", action="store_true", help="scale each vector to unit length")
+    p.add_argument("--chunk", type=int, default=2000, help="lines read and embedded at a time")
+    p.set_defaults(func=cmd_embed)
+
+
 def cmd_attention(args: argparse.Namespace) -> None:
     from aiayn.viz import plot_attention
 
@@ -453,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_classify)
 
+    _add_embed_parser(sub)
     p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
     p.add_argument("model_dir")
     p.add_argument("sentence")

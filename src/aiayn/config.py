@@ -192,6 +192,7 @@ class ModelConfig:
 
 
 TASKS = ("translation", "lm", "mlm", "classification")
+SCHEDULES = ("inverse_sqrt", "constant", "cosine", "linear")
 TOKENIZERS = ("bpe", "char")
 
 
@@ -246,11 +247,13 @@ class TrainConfig:
     accum_steps: int = 1
     lr_scale: float = 1.0  # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     warmup: int = 4000
-    schedule: str = "inverse_sqrt"  # | constant | cosine (lr_scale is then the peak lr)
+    # inverse_sqrt | constant | cosine | linear; for the last three lr_scale is the peak lr, and
+    # cosine and linear reach 0 at the run's last step (max_steps, else the end of max_epochs)
+    schedule: str = "inverse_sqrt"
     beta1: float = 0.9
     beta2: float = 0.98
     eps: float = 1e-9
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # decoupled (AdamW); weight matrices and embeddings only
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
     max_epochs: int = 100
@@ -276,9 +279,7 @@ class TrainConfig:
         _check_int("train.log_every", self.log_every, 1)
         _check_int("train.checkpoint_every", self.checkpoint_every, 1)
         _check_float("train.lr_scale", self.lr_scale, 0.0, 1e6)
-        _check_choice("train.schedule", self.schedule, ("inverse_sqrt", "constant", "cosine"))
-        if self.schedule == "cosine" and not self.max_steps:
-            raise ValueError("train.schedule=cosine decays over train.max_steps: set it (> 0)")
+        _check_choice("train.schedule", self.schedule, SCHEDULES)
         _check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         if not isinstance(self.compile, bool):

@@ -1,38 +1,102 @@
+"""Sentence embeddings: pooled encoder states, alone or batched, and the ``aiayn embed`` CLI."""
+
+import io
+import json
+
 import pytest
 import torch
 
-from aiayn import build_model
-from aiayn.data.tokenizer import CharTokenizer
+from aiayn import ModelConfig, build_model
+from aiayn.cli import main
+from aiayn.data.tokenizer import EOS, CharTokenizer
 from aiayn.infer.embed import embed_texts
+from aiayn.modeldir import save_model_dir
+
+TEXTS = ["a wonderful film", "", "dull", "great acting and a moving story, truly", "x y z"]
+
+
+def encoder(pooling="mean", **changes):
+    config = ModelConfig.preset("tiny", family="encoder-only", pooling=pooling, **changes)
+    return build_model(config.replace(n_decoder_layers=0)).eval()
 
 
 @pytest.fixture
-def encoder(tiny):
-    tokenizer = CharTokenizer.train(["abcdefghij klmnop"])
-    config = tiny.replace(family="encoder-only", vocab_size=tokenizer.vocab_size)
-    return build_model(config).eval(), tokenizer
+def tokenizer():
+    return CharTokenizer.train(TEXTS)
 
 
-def test_embeddings_are_the_mean_of_the_encoder_states(encoder):
-    model, tokenizer = encoder
-    texts = ["abc", "a much longer text", "j"]
-    got = embed_texts(model, tokenizer, texts)
-    assert got.shape == (3, model.config.d_model)
-    for text, row in zip(texts, got, strict=True):  # alone, no padding: a plain mean
-        ids = torch.tensor([tokenizer.encode([text], eos=True)[0]])
-        torch.testing.assert_close(row, model.encode(ids)[0].mean(0), atol=1e-5, rtol=1e-5)
+def alone(model, tokenizer, text):
+    """The reference: one text, no padding, its states pooled by hand."""
+    tokens = torch.tensor([tokenizer.encode([text])[0] + [EOS]])  # (1, T)
+    h = model.encode(tokens)[0]  # (T, D)
+    return {"mean": h.mean(0), "max": h.amax(0), "first": h[0]}[model.config.pooling]
 
 
-def test_normalised_embeddings_have_unit_length(encoder):
-    model, tokenizer = encoder
-    got = embed_texts(model, tokenizer, ["abc", "defg hij"], normalize=True)
-    torch.testing.assert_close(got.norm(dim=-1), torch.ones(2), atol=1e-6, rtol=0)
-    plain = embed_texts(model, tokenizer, ["abc", "defg hij"])
-    torch.testing.assert_close(got, plain / plain.norm(dim=-1, keepdim=True))
+@pytest.mark.parametrize("pooling", ["mean", "max", "first"])
+def test_embeddings_pool_real_tokens_and_ignore_the_batch(tokenizer, pooling):
+    model = encoder(pooling)
+    got = embed_texts(model, tokenizer, TEXTS)
+    assert got.shape == (len(TEXTS), 32) and got.dtype == torch.float32
+    for i, text in enumerate(TEXTS):
+        torch.testing.assert_close(got[i], alone(model, tokenizer, text), rtol=1e-5, atol=1e-5)
+    small = embed_texts(model, tokenizer, TEXTS, batch_size=2)  # other batches, other padding
+    torch.testing.assert_close(small, got, rtol=1e-5, atol=1e-5)
+    reordered = embed_texts(model, tokenizer, TEXTS[::-1])
+    torch.testing.assert_close(reordered.flip(0), got, rtol=1e-5, atol=1e-5)
+    assert embed_texts(model, tokenizer, []).shape == (0, 32)
 
 
-def test_embeddings_need_an_encoder(tiny):
-    tokenizer = CharTokenizer.train(["abc"])
-    model = build_model(tiny.replace(vocab_size=tokenizer.vocab_size))
-    with pytest.raises(ValueError, match="encoder-only"):
-        embed_texts(model, tokenizer, ["abc"])
+def test_normalize_gives_unit_vectors_in_the_same_direction(tokenizer):
+    model = encoder()
+    raw = embed_texts(model, tokenizer, TEXTS)
+    unit = embed_texts(model, tokenizer, TEXTS, normalize=True)
+    torch.testing.assert_close(unit.norm(dim=-1), torch.ones(len(TEXTS)))
+    torch.testing.assert_close(unit * raw.norm(dim=-1, keepdim=True), raw)
+
+
+def test_long_texts_are_truncated_to_max_len_with_a_warning(tokenizer):
+    model = encoder(max_len=8)
+    with pytest.warns(UserWarning, match="1 texts truncated to 8 tokens"):
+        got = embed_texts(model, tokenizer, ["a wonderful film"])
+    torch.testing.assert_close(got[0], alone(model, tokenizer, "a wonde"), rtol=1e-5, atol=1e-5)
+
+
+def test_only_encoder_only_models_embed(tokenizer):
+    config = ModelConfig.preset("tiny", family="decoder-only")
+    with pytest.raises(ValueError, match="encoder-only model, not a decoder-only one"):
+        embed_texts(build_model(config), tokenizer, TEXTS)
+
+
+@pytest.fixture
+def model_dir(tmp_path, tokenizer):
+    model = encoder(n_classes=2)  # a classifier embeds too: its pooled states
+    save_model_dir(tmp_path / "m", model)
+    tokenizer.save(tmp_path / "m")
+    return tmp_path / "m"
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_cli_prints_one_exact_json_list_per_line(
+    model_dir, tokenizer, normalize, monkeypatch, capsys
+):
+    from aiayn.modeldir import load_model_dir
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(t + "\n" for t in TEXTS)))
+    flags = ["--normalize"] if normalize else []
+    assert main(["embed", str(model_dir), "--chunk", "2", *flags]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    got = torch.tensor([json.loads(line) for line in lines], dtype=torch.float32)
+    expected = embed_texts(load_model_dir(model_dir), tokenizer, TEXTS, normalize=normalize)
+    assert len(lines) == len(TEXTS)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)  # chunks of 2 batch apart
+
+
+def test_cli_errors_name_the_problem(model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("text\n"))
+    assert main(["embed", str(model_dir), "--chunk", "0"]) == 2
+    assert "--chunk must be >= 1" in capsys.readouterr().err
+    lm = tmp_path / "lm"
+    save_model_dir(lm, build_model(ModelConfig.preset("tiny", family="decoder-only")))
+    CharTokenizer.train(TEXTS).save(lm)
+    assert main(["embed", str(lm)]) == 2
+    assert "encoder-only model, not a decoder-only one" in capsys.readouterr().err

@@ -215,3 +215,18 @@ def test_lowercase_needs_bpe_and_a_labelled_task(data):
     base = {"task": "classification", "tokenizer": "bpe", "lowercase": True}
     with pytest.raises(ValueError, match="data.lowercase"):
         RunConfig.from_dict({"data": base | data})
+
+
+def test_linear_schedule_reaches_zero_at_the_end_of_the_epochs(labelled_corpus, tmp_path, capsys):
+    extra = ['train.schedule="linear"', "train.max_epochs=2", "train.log_every=1"]
+    extra += ["train.max_steps=0", "train.warmup=2", "train.weight_decay=0.01"]
+    assert main(args("classification", labelled_corpus, tmp_path / "r", 0, extra)) == 0
+    summary = json.loads(capsys.readouterr().out)
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").open()]
+    logged = [r["lr"] for r in records if "lr" in r]  # the rate of the step that follows
+    total = summary["step"]
+    assert summary["epoch"] == 2 and len(logged) == total > 4
+    peak = 0.1
+    expected = [peak * max(0.0, (total - s) / (total - 2)) for s in range(2, total + 2)]
+    assert logged == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    assert logged[-1] == 0.0

@@ -2,7 +2,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.config import TrainConfig
 from aiayn.train.objectives import label_smoothed_nll
 from aiayn.train.optim import cosine_lr, noam_lr
 
@@ -76,9 +75,3 @@ def test_cosine_schedule_warms_up_then_decays_to_zero():
     assert cosine_lr(5000, 100, 1100, 1e-3) == pytest.approx(0.0, abs=1e-12)
     lrs = [cosine_lr(s, 100, 1100, 1e-3) for s in range(100, 1101)]
     assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))
-
-
-def test_cosine_schedule_needs_a_step_budget():
-    with pytest.raises(ValueError, match="max_steps"):
-        TrainConfig(schedule="cosine")
-    assert TrainConfig(schedule="cosine", max_steps=10).max_steps == 10

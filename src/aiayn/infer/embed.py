@@ -1,43 +1,43 @@
-"""Sentence embeddings from an encoder: the mean of its final states over the real tokens.
+"""Sentence embeddings from an encoder-only model: its final states pooled over real tokens.
 
-Phuong & Hutter 2022, Algorithm 9 (ETransformer) up to its final layer; the vectors are what
-the encoder's states hold, averaged over each text's tokens (padding never counts).
+The pooling is the model's own (``model.pooling``): mean over real tokens, as
+sentence-transformers models such as all-MiniLM-L6-v2 are trained to be read; max; or the
+first token. Padding never takes part.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.data.batching import pad
 from aiayn.data.labelled import encode_texts
-from aiayn.model import masks
 
 
 @torch.no_grad()
 def embed_texts(
-    model, tokenizer, texts: list[str], normalize: bool = False, batch_size: int = 64
+    model, tokenizer, texts: list[str], normalize: bool = False, *, batch_size: int = 64
 ) -> Tensor:
-    """Embeddings (N, D) of ``texts``: each text's encoder states averaged over its tokens.
+    """Embeddings (N, D) of ``texts``: the encoder's states pooled as ``model.config.pooling``
+    says (Phuong & Hutter 2022, Algorithm 9, without a head); unit length with ``normalize``.
 
-    Texts are encoded as the classifier reads them (ending with eos; longer than the model's
-    ``max_len`` truncated with a warning). ``normalize`` scales every vector to unit L2 norm.
-    Padding is masked out of both attention and the mean, so a text's vector does not depend
-    on the other texts of its batch.
+    Texts are encoded as for classification (the same framing, cut to the model's ``max_len``
+    with a warning) and batched by length; row i belongs to ``texts[i]`` and does not depend
+    on the other texts. ``model`` is an encoder-only model in eval mode (``load_model_dir``).
     """
-    if model.config.family != "encoder-only":
-        raise ValueError(
-            f"embeddings need an encoder-only model; this one is {model.config.family}"
-        )
-    model.eval()
-    ids = encode_texts(tokenizer, texts, model.config.max_len, "embed")
-    out = []
-    for i in range(0, len(ids), batch_size):
-        tokens = pad(ids[i : i + batch_size])  # (B, T)
-        h = model.encode(tokens)  # (B, T, D)
-        real = masks.token_mask(tokens, model.config.pad_id)[..., None]  # (B, T, 1)
-        out.append((h * real).sum(1) / real.sum(1).clamp(min=1))  # (B, D)
-    vectors = torch.cat(out) if out else torch.empty(0, model.config.d_model)  # (N, D)
-    if normalize:
-        vectors = torch.nn.functional.normalize(vectors, dim=-1)
-    return vectors
+    config = model.config
+    if config.family != "encoder-only":
+        raise ValueError(f"embeddings need an encoder-only model, not a {config.family} one")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    ids = encode_texts(tokenizer, list(texts), config.max_len, "embed")
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
+    device = next(model.parameters()).device
+    out = torch.empty(len(ids), config.d_model)  # (N, D)
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        tokens = pad([ids[i] for i in rows], config.pad_id).to(device)  # (B, T)
+        pooled = model.pool(model.encode(tokens), tokens)  # (B, D)
+        out[rows] = pooled.float().cpu()
+    return F.normalize(out, dim=-1) if normalize else out

@@ -35,7 +35,7 @@ from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import distributed as ddp
 from aiayn.train.objectives import accuracy, evaluate_loss
-from aiayn.train.optim import build_optimizer
+from aiayn.train.optim import build_optimizer, schedule_steps
 from aiayn.train.tasks import make_task
 
 
@@ -98,7 +98,9 @@ class Trainer:
             find_unused=bool(self.model_config.n_classes),  # the MLM head idles
         )
         self.scaler = self.ctx.grad_scaler()
-        self.optimizer, self.scheduler = build_optimizer(self.model, tc, self.model_config.d_model)
+        self.optimizer, self.scheduler = build_optimizer(
+            self.model, tc, self.model_config.d_model, self._schedule_steps()
+        )
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
         self.grad_norm, self.nonfinite_in_a_row = 0.0, 0
@@ -106,6 +108,13 @@ class Trainer:
             self._resume(existing[-1])
         elif tc.init_from:
             self._init_from(Path(tc.init_from))
+
+    def _schedule_steps(self) -> int:
+        """The run's length in optimizer steps, for the schedules that decay to zero."""
+        tc = self.run.train
+        if tc.schedule not in ("cosine", "linear") or tc.max_steps:
+            return tc.max_steps
+        return schedule_steps(tc, len(self._groups(self.task.train_batches(0))))
 
     def _check_case_folding(self, tokenizer, source: str) -> None:
         """A model started from another keeps its tokenizer: ``data.lowercase`` must match it."""

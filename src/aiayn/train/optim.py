@@ -1,5 +1,6 @@
 """Adam and the warmup / inverse-square-root learning rate (Vaswani et al. 2017 §5.3), or a
-warmup + cosine decay for runs with a fixed number of steps."""
+warmup followed by a cosine or linear decay to zero for runs with a known number of steps;
+optional decoupled weight decay (AdamW, Loshchilov & Hutter 2019)."""
 
 from __future__ import annotations
 
@@ -25,25 +26,60 @@ def cosine_lr(step: int, warmup: int, total: int, peak: float) -> float:
     return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def linear_lr(step: int, warmup: int, total: int, peak: float) -> float:
+    """Linear warmup to ``peak`` at ``warmup``, then a straight line down to 0 at ``total``
+    (the usual recipe for fine-tuning a pretrained encoder, Devlin et al. 2019 §A.2)."""
+    if step <= warmup:
+        return peak * step / warmup
+    return peak * max(0.0, (total - step) / max(total - warmup, 1))
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups: weight matrices and embeddings (2-D and up) decay; biases and
+    LayerNorm gains and shifts (1-D) do not, as in BERT's recipe. One group without decay."""
+    if not weight_decay:
+        return [{"params": list(model.parameters())}]
+    params = list(model.parameters())  # a tied matrix appears once
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def schedule_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """The optimizer steps a decaying schedule spans: ``max_steps`` when set, else the steps of
+    ``max_epochs`` epochs (a ``max_minutes`` budget can end the run before either)."""
+    return config.max_steps or config.max_epochs * steps_per_epoch
+
+
 def build_optimizer(
-    model: torch.nn.Module, config: TrainConfig, d_model: int
+    model: torch.nn.Module, config: TrainConfig, d_model: int, total_steps: int = 0
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam(beta1, beta2, eps) with the schedule applied per optimizer step."""
+    """AdamW(beta1, beta2, eps, weight_decay) with the schedule applied per optimizer step.
+
+    With ``weight_decay`` 0 (the default) this is the paper's Adam. The decay is decoupled
+    and scaled by the scheduled learning rate (torch's AdamW: ``p -= lr * wd * p``).
+    ``total_steps`` is where the cosine and linear schedules reach 0 (see ``schedule_steps``).
+    """
     optimizer = torch.optim.AdamW(
-        model.parameters(),
+        parameter_groups(model, config.weight_decay),
         lr=1.0,  # the scheduler's factor is the learning rate itself
         betas=(config.beta1, config.beta2),
         eps=config.eps,
-        weight_decay=config.weight_decay,
+        weight_decay=0.0,
     )
+    decaying = {"cosine": cosine_lr, "linear": linear_lr}
+    if config.schedule in decaying and total_steps < 1:
+        raise ValueError(f"train.schedule={config.schedule} needs the run's length in steps")
     if config.schedule == "inverse_sqrt":
 
         def factor(i: int) -> float:
             return noam_lr(i + 1, d_model, config.warmup, config.lr_scale)
-    elif config.schedule == "cosine":
+    elif config.schedule in decaying:
+        decay = decaying[config.schedule]
 
         def factor(i: int) -> float:
-            return cosine_lr(i + 1, config.warmup, config.max_steps, config.lr_scale)
+            return decay(i + 1, config.warmup, total_steps, config.lr_scale)
     else:
 
         def factor(i: int) -> float:
