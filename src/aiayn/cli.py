@@ -325,25 +325,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")
 
 
-def cmd_serve(args: argparse.Namespace) -> None:
-    import dataclasses
-
-    from aiayn.serve.config import ServeConfig
-
-    try:
-        from aiayn.serve.server import model_specs, run_server
-    except ImportError as e:
-        raise RuntimeError(
-            f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
-        ) from None
-    config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
-
-
 def _fresh_output(out: Path, force: bool) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ValueError(f"--out {out} exists and is not empty; choose another or add --force")
@@ -380,6 +361,25 @@ def _add_interop_parsers(sub) -> None:
     p.add_argument("--out", required=True, help="the directory to write")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out")
     p.set_defaults(func=cmd_export)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import dataclasses
+
+    from aiayn.serve.config import ServeConfig
+
+    try:
+        from aiayn.serve.server import model_specs, run_server
+    except ImportError as e:
+        raise RuntimeError(
+            f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
+        ) from None
+    config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
 
 
 def _add_search_arguments(p: argparse.ArgumentParser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -141,6 +142,11 @@ def ding_lines(lang: str, n: int = 300) -> list[str]:
 
 def sentencepiece_model(lines: list[str], vocab_size: int) -> bytes:
     """A small unigram sentencepiece model, as OPUS-MT ships one per language."""
+    return _sentencepiece_model(tuple(lines), vocab_size)
+
+
+@functools.cache  # trained once per test session
+def _sentencepiece_model(lines: tuple[str, ...], vocab_size: int) -> bytes:
     import io
 
     import sentencepiece as spm

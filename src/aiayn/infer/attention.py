@@ -31,7 +31,8 @@ class AttentionMap:
 
 
 def token_pieces(tokenizer, ids: list[int]) -> list[str]:
-    """The vocabulary piece of each id, as the model's tokenizer spells it."""
+    """The vocabulary piece of each id (sentencepiece pieces, characters, or the pieces of an
+    imported tokenizer)."""
     return [tokenizer.id_to_piece(i) for i in ids]
 
 

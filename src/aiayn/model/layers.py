@@ -93,7 +93,8 @@ ACTIVATIONS = {
 class FeedForward(nn.Module):
     """Position-wise feed-forward network max(0, x W1 + b1) W2 + b2 (§3.3).
 
-    ``activation`` replaces max(0, .) by another of ``ACTIVATIONS``.
+    ReLU as in Vaswani et al.; ``activation`` picks another of ``ACTIVATIONS`` (the GELU of
+    Phuong & Hutter 2022, Algorithms 9 and 10; the variants pretrained checkpoints use).
     """
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu") -> None:
