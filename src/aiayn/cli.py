@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from aiayn.config import ModelConfig
+from aiayn.data.corpora.registry import CORPORA as BUNDLED_CORPORA
 
-CORPORA = ("ding-de-en", "libreoffice-help-de-en", "moby-dick", "rotten-tomatoes", "files")
+CORPORA = (*BUNDLED_CORPORA, "files")
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -30,44 +31,28 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from aiayn.data import corpora, text
-
     out = Path(args.out or f"data/{args.corpus}")
     source = Path(args.source) if args.source else None
-    builders = {
-        "ding-de-en": lambda: corpora.prepare_ding(out, source=source),
-        "libreoffice-help-de-en": lambda: corpora.prepare_libreoffice_help(out),
-        "moby-dick": lambda: text.prepare_moby_dick(out, source=source),
-        "rotten-tomatoes": lambda: text.prepare_rotten_tomatoes(out, source=source),
-    }
     if args.corpus == "files":
         stats = import_files(out, args.split or [], args.src_lang, args.tgt_lang)
     elif (out / "stats.json").is_file() and not args.rebuild:
         stats = json.loads((out / "stats.json").read_text())
-        missing = [p.name for p in _expected_files(args.corpus, out) if not p.is_file()]
+        expected = BUNDLED_CORPORA[args.corpus].files
+        missing = [name for name in expected if not (out / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{out}: missing {', '.join(missing)}; use --rebuild")
         print(f"{out}: using the bundled corpus (--rebuild to rebuild it from its package)")
     else:
-        stats = builders[args.corpus]()
+        stats = BUNDLED_CORPORA[args.corpus].build(out, source)
     counts = {k: stats[k] for k in ("pairs", "snippets", "characters") if k in stats}
     print(json.dumps(counts or stats, indent=2))
-
-
-def _expected_files(corpus: str, out: Path) -> list[Path]:
-    if corpus == "moby-dick":
-        return [out / f"{split}.txt.gz" for split in ("train", "valid")]
-    if corpus == "rotten-tomatoes":
-        return [out / f"{split}.tsv.gz" for split in ("train", "valid", "test")]
-    return [
-        out / f"{split}.{lang}.gz" for split in ("train", "valid", "test") for lang in ("de", "en")
-    ]
 
 
 def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
     """``--split NAME=SRC,TGT`` (two aligned files), ``NAME=FILE.tsv`` or ``NAME=FILE.jsonl``
     (Hugging Face translation records) into ``out``."""
-    from aiayn.data import corpora
+    from aiayn.data.corpora.common import write_parallel
+    from aiayn.data.files import read_jsonl, read_parallel, read_tsv
 
     if not specs:
         raise ValueError(
@@ -83,17 +68,17 @@ def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> d
             if not path.is_file():
                 raise FileNotFoundError(f"--split {spec!r}: {path} not found")
         if len(paths) == 2:
-            pairs_by_split[name] = corpora.read_parallel(*paths)
+            pairs_by_split[name] = read_parallel(*paths)
         elif len(paths) == 1 and ".jsonl" in paths[0].suffixes:
-            pairs_by_split[name] = corpora.read_jsonl(paths[0], src_lang, tgt_lang)
+            pairs_by_split[name] = read_jsonl(paths[0], src_lang, tgt_lang)
         elif len(paths) == 1:
-            pairs_by_split[name] = corpora.read_tsv(paths[0])
+            pairs_by_split[name] = read_tsv(paths[0])
         else:
             raise ValueError(
                 f"--split {spec!r}: give two files (SRC,TGT), one TSV file or one .jsonl file"
             )
     for name, pairs in pairs_by_split.items():
-        corpora.write_parallel(out, name, pairs, src_lang, tgt_lang)
+        write_parallel(out, name, pairs, src_lang, tgt_lang)
     stats = {"pairs": {name: len(p) for name, p in pairs_by_split.items()}}
     from aiayn.modeldir import write_json
 
@@ -132,20 +117,61 @@ def _search_options(args: argparse.Namespace) -> dict:
     )
 
 
+def _sampling_option(args: argparse.Namespace):
+    """The validated ``Sampling`` of ``translate --sample``; None without --sample."""
+    import math
+
+    from aiayn.infer.sampling import Sampling
+
+    given = [f for f in ("temperature", "top_k", "top_p", "seed") if getattr(args, f) is not None]
+    if not args.sample:
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} needs --sample")
+        return None
+    if args.beam != 1:
+        raise ValueError(f"--sample draws one token at a time: use it without --beam ({args.beam})")
+    if args.early_stop:
+        raise ValueError("--early-stop is for beam search: use it without --sample")
+    temperature = 1.0 if args.temperature is None else args.temperature
+    if not (temperature >= 0 and math.isfinite(temperature)):
+        raise ValueError(
+            f"--temperature must be a finite number >= 0 (0 = greedy), got {temperature}"
+        )
+    if args.top_k is not None and args.top_k < 1:
+        raise ValueError(
+            f"--top-k must be >= 1 (leave it out for no top-k filter), got {args.top_k}"
+        )
+    top_p = 1.0 if args.top_p is None else args.top_p
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"--top-p must be in (0, 1] (1 = no nucleus filter), got {top_p}")
+    seed = 0 if args.seed is None else args.seed
+    if seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {seed}")
+    return Sampling(temperature, args.top_k, top_p, seed)
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
     from aiayn.infer.translate import translate
 
+    if args.nbest < 1:
+        raise ValueError(f"--nbest must be >= 1, got {args.nbest}")
+    if args.chunk < 1:
+        raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
+    options = {**_search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
+    if options["sampling"] is None and args.nbest > args.beam:
+        raise ValueError(
+            f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam}); with --sample, "
+            "--nbest N draws N samples"
+        )
     model, tokenizer = _load(args.model_dir)
-    options = {**_search_options(args), "nbest": args.nbest}
-    if args.nbest > args.beam:
-        raise ValueError(f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam})")
     total, seconds, produced = 0, 0.0, 0.0
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
         lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
         if not lines:
             break
         stats: dict = {}
-        for i, n_best in enumerate(translate(model, tokenizer, lines, stats=stats, **options)):
+        results = translate(model, tokenizer, lines, stats=stats, first_index=total, **options)
+        for i, n_best in enumerate(results):
             if args.nbest == 1:
                 print(n_best[0][0])
             else:
@@ -337,6 +363,25 @@ def _add_interop_parsers(sub) -> None:
     p.set_defaults(func=cmd_export)
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    import dataclasses
+
+    from aiayn.serve.config import ServeConfig
+
+    try:
+        from aiayn.serve.server import model_specs, run_server
+    except ImportError as e:
+        raise RuntimeError(
+            f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
+        ) from None
+    config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
+
+
 def _add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy; the paper: 4)")
     p.add_argument("--lenpen", type=float, default=0.6, help="length penalty alpha (§6.1)")
@@ -391,8 +436,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate stdin to stdout, one sentence per line")
     p.add_argument("model_dir")
     _add_search_arguments(p)
-    p.add_argument("--nbest", type=int, default=1, help="print N hypotheses: index, score, text")
+    p.add_argument(
+        "--nbest",
+        type=int,
+        default=1,
+        help="print N hypotheses (with --sample: N samples, in the order drawn) per sentence "
+        "as index<TAB>score<TAB>text; the score is the beam score (log P / length penalty), "
+        "or for a sample its log-probability under the model (temperature 1, unfiltered)",
+    )
     p.add_argument("--chunk", type=int, default=2000, help="lines read and sorted at a time")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample each token from softmax(logits / T) instead of searching (Phuong & "
+        "Hutter Algorithm 15); reproducible: line i's samples depend on --seed and i only",
+    )
+    p.add_argument(
+        "--temperature", type=float, help="with --sample: T >= 0 (default 1; 0 = greedy)"
+    )
+    p.add_argument("--top-k", type=int, help="with --sample: keep the K most likely tokens")
+    p.add_argument(
+        "--top-p", type=float, help="with --sample: keep the most likely tokens up to mass P"
+    )
+    p.add_argument("--seed", type=int, help="with --sample: random seed (default 0)")
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("average", help="average the last K checkpoints into a model directory")
@@ -435,6 +501,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=5, help="sample translations to print")
     _add_search_arguments(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("serve", help="serve models over HTTP (LibreTranslate and OpenAI APIs)")
+    p.add_argument("model_dir", nargs="+", help="model directories to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--name", action="append", help="name of each model, in order (default: dir)")
+    p.add_argument("--languages", action="append", help="of each model, in order: SRC-TGT or LANG")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    from aiayn.serve.config import ServeConfig
+
+    for name, (default, text) in ServeConfig.flags().items():
+        p.add_argument(
+            "--" + name.replace("_", "-"), type=type(default), default=default, help=text
+        )
+    p.set_defaults(func=cmd_serve)
     _add_interop_parsers(sub)
     return parser
 

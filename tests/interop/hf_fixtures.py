@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -128,5 +129,101 @@ def gpt2_model(directory: Path, n_vocab: int, eos: int, **config):
         for name, p in model.named_parameters():
             if "ln_" in name or name.endswith("bias"):
                 p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(directory)
+    return model
+
+
+def ding_lines(lang: str, n: int = 300) -> list[str]:
+    import gzip
+
+    path = Path(__file__).parents[2] / "data" / "ding-de-en" / f"train.{lang}.gz"
+    return gzip.decompress(path.read_bytes()).decode("utf-8").split("\n")[:n]
+
+
+def sentencepiece_model(lines: list[str], vocab_size: int) -> bytes:
+    """A small unigram sentencepiece model, as OPUS-MT ships one per language."""
+    return _sentencepiece_model(tuple(lines), vocab_size)
+
+
+@functools.cache  # trained once per test session
+def _sentencepiece_model(lines: tuple[str, ...], vocab_size: int) -> bytes:
+    import io
+
+    import sentencepiece as spm
+
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=out,
+        vocab_size=vocab_size,
+        character_coverage=0.98,
+        minloglevel=2,
+        num_threads=1,
+    )
+    return out.getvalue()
+
+
+def marian_tokenizer(directory: Path):
+    """OPUS-MT's layout in small: source.spm, target.spm and a joint vocab.json with
+    </s> = 0, <unk> = 1, then the pieces, <pad> last."""
+    import json
+
+    import sentencepiece as spm
+
+    directory.mkdir(parents=True, exist_ok=True)
+    source, target = (
+        sentencepiece_model(ding_lines("de"), 80),
+        sentencepiece_model(ding_lines("en"), 80),
+    )
+    (directory / "source.spm").write_bytes(source)
+    (directory / "target.spm").write_bytes(target)
+    pieces = ["</s>", "<unk>"]
+    for proto in (source, target):
+        sp = spm.SentencePieceProcessor()
+        sp.load_from_serialized_proto(proto)
+        for i in range(sp.get_piece_size()):
+            piece = sp.id_to_piece(i)
+            if not (sp.is_control(i) or sp.is_unknown(i)) and piece not in pieces:
+                pieces.append(piece)
+    pieces.append("<pad>")
+    (directory / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}))
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "MarianTokenizer", "source_lang": "de", "target_lang": "en"})
+    )
+    return len(pieces)
+
+
+def marian_model(directory: Path, vocab_size: int, **config):
+    """A random MarianMTModel, OPUS-MT style: decoding starts from <pad> (the last id)."""
+    import transformers
+
+    settings = dict(
+        vocab_size=vocab_size,
+        decoder_vocab_size=vocab_size,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=48,
+        decoder_ffn_dim=48,
+        max_position_embeddings=64,
+        activation_function="swish",
+        scale_embedding=True,
+        pad_token_id=vocab_size - 1,
+        decoder_start_token_id=vocab_size - 1,
+        eos_token_id=0,
+        forced_eos_token_id=None,
+        init_std=0.3,
+    )
+    settings.update(config)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(transformers.MarianConfig(**settings)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+        model.final_logits_bias.normal_()
+        model.model.decoder.embed_tokens.weight[settings["pad_token_id"]] = 0.0  # as OPUS-MT
     model.save_pretrained(directory)
     return model

@@ -185,3 +185,28 @@ def test_cli_import_refuses_a_bad_checkpoint_with_a_clear_error(tmp_path, capsys
         label, p = line.split("\t")
         assert label == theirs.config.id2label[int(row.argmax())]
         assert abs(float(p) - float(row.max())) < 1e-4
+
+
+def test_an_aiayn_classifier_exported_as_bert_gives_its_logits_in_transformers(bert_dir, tmp_path):
+    from aiayn import build_model
+    from aiayn.modeldir import save_model_dir
+
+    bert_model(bert_dir)
+    import_hf(bert_dir, tmp_path / "ours")
+    config = load_model_dir(tmp_path / "ours").config.replace(activation="gelu_tanh", n_classes=2)
+    torch.manual_seed(3)
+    model = build_model(config).eval()
+    save_model_dir(tmp_path / "mine", model)
+    tok = load_tokenizer(tmp_path / "ours")
+    tok.save(tmp_path / "mine")
+    export_hf(tmp_path / "mine", tmp_path / "out")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "out")
+    ids, mask = batch(theirs.config.vocab_size, 0, seed=2)
+    with torch.no_grad():
+        ref = theirs(input_ids=ids, attention_mask=mask.long()).logits
+        ours = model.classify(to_ours(tok, ids))
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="pooling='mean' has no BertForSequenceClassification"):
+        save_model_dir(tmp_path / "mean", build_model(config.replace(pooling="mean")))
+        tok.save(tmp_path / "mean")
+        export_hf(tmp_path / "mean", tmp_path / "out2")

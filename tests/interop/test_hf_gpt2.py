@@ -130,3 +130,27 @@ def test_a_post_ln_decoder_has_no_gpt2_counterpart(tmp_path):
     tok.save(tmp_path / "post")
     with pytest.raises(ValueError, match="norm_first=False has no GPT-2 counterpart"):
         export_hf(tmp_path / "post", tmp_path / "out")
+
+
+def test_an_aiayn_model_exported_as_gpt2_gives_its_logits_in_transformers(tmp_path):
+    """The other way: weights trained in aiayn (here random) exported, loaded by transformers."""
+    from aiayn import build_model
+    from aiayn.modeldir import save_model_dir
+
+    _, _, imported_model, tok = imported(tmp_path)
+    torch.manual_seed(3)
+    model = build_model(imported_model.config.replace(activation="relu")).eval()
+    with torch.no_grad():
+        model.unembed.bias.copy_(imported_model.unembed.bias)  # -inf on the extras only
+    save_model_dir(tmp_path / "mine", model)
+    tok.save(tmp_path / "mine")
+    export_hf(tmp_path / "mine", tmp_path / "out")
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "out").eval()
+    assert theirs.config.activation_function == "relu"
+    ids = torch.tensor([x[:5] for x in tok.encode(["The cat sat on the mat.", "A big red house"])])
+    src, _ = tok.vocab_map.index()
+    with torch.no_grad():
+        ours = model(ids)
+        ref = theirs(torch.tensor([tok.vocab_map.to_theirs(r) for r in ids.tolist()])).logits
+    real = src >= 0
+    torch.testing.assert_close(ref[..., src[real]], ours[..., real], atol=1e-5, rtol=0)

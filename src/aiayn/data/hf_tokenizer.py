@@ -93,6 +93,13 @@ class HFTokenizer:
         out = self.tok.encode_batch(list(texts), add_special_tokens=False)
         return [head + to_ours(e.ids) + tail for e in out]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of target-side texts (no template: the decoder starts from bos)."""
+        to_ours = self.vocab_map.to_ours
+        return [
+            to_ours(e.ids) for e in self.tok.encode_batch(list(texts), add_special_tokens=False)
+        ]
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Texts from ids; stops at the first eos and drops special tokens."""
         theirs = []
@@ -110,3 +117,6 @@ class HFTokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return self.tok.encode(text, add_special_tokens=False).tokens
+
+    def id_to_piece(self, token: int) -> str:
+        return self.vocab_map.piece(token, lambda t: self.tok.id_to_token(t) or "")

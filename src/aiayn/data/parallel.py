@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiayn.config import DataConfig
 from aiayn.data.batching import Batch, collate, length_batches, shard
-from aiayn.data.corpora import load_split
+from aiayn.data.files import load_split
 from aiayn.data.tokenizer import Tokenizer
 
 
@@ -59,7 +59,7 @@ def encode_split(
         for extra in config.extra_train:
             texts = texts + load_texts(config, extra)
     src = tokenizer.encode([s for s, _ in texts])
-    tgt = tokenizer.encode([t for _, t in texts])
+    tgt = tokenizer.encode_target([t for _, t in texts])  # Marian: the target model
     pairs = list(zip(src, tgt, strict=True))
     if filter_long:
         keep = [i for i, (s, t) in enumerate(pairs) if max(len(s), len(t)) + 1 <= config.max_len]

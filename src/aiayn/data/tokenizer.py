@@ -123,6 +123,10 @@ class Tokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of target-side texts: one shared vocabulary, so as ``encode``."""
+        return self.encode(texts)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Texts from ids; stops at the first eos and drops pad / bos / mask."""
         clean = []
@@ -140,6 +144,9 @@ class Tokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
+
+    def id_to_piece(self, token: int) -> str:
+        return self.sp.id_to_piece(token)
 
 
 CHAR_TOKENIZER_FILE = "tokenizer.json"
@@ -170,6 +177,9 @@ class CharTokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        return self.encode(texts)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         out = []
         for seq in ids:
@@ -179,6 +189,10 @@ class CharTokenizer:
             n = len(SPECIALS)
             out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
         return out
+
+    def id_to_piece(self, token: int) -> str:
+        n = len(SPECIALS)
+        return SPECIALS[token] if token < n else self.chars[token - n]
 
     def save(self, directory: Path) -> None:
         import json

@@ -89,6 +89,12 @@ class VocabMap:
         back = self._back
         return [back[i] for i in ids]
 
+    def piece(self, token: int, their_piece) -> str:
+        """The original piece of aiayn id ``token`` (``their_piece(their id)``), or the role of
+        an extra row, e.g. "<pad>"."""
+        theirs = self.source_ids[token]
+        return their_piece(theirs) if theirs >= 0 else f"<{ROLES[token]}>"
+
     def to_theirs(self, ids: list[int]) -> list[int]:
         """Original ids of aiayn ids; extra rows have none and are left out."""
         src = self.source_ids
@@ -96,13 +102,14 @@ class VocabMap:
 
     # -- weights ------------------------------------------------------------------------------
 
-    def rows_to_ours(self, weight: Tensor, fill: float = 0.0) -> Tensor:
-        """Rows (V_theirs, ...) to (V_ours, ...): extra rows are copies or ``fill``."""
+    def rows_to_ours(self, weight: Tensor, fill: float = 0.0, copies: bool = True) -> Tensor:
+        """Rows (V_theirs, ...) to (V_ours, ...): extra rows are ``fill``, or with ``copies``
+        (embedding rows, not output biases) the copies they start from."""
         src = torch.tensor(self.source_ids, dtype=torch.long)
         out = weight.new_full((len(src), *weight.shape[1:]), fill)
         real = src >= 0
         out[real] = weight[src[real]]
-        for ours, theirs in self.copies.items():
+        for ours, theirs in self.copies.items() if copies else ():
             out[ours] = weight[theirs]
         return out
 

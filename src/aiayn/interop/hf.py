@@ -97,8 +97,9 @@ class Mapping:
 def _permute_to_ours(t: Tensor, axes: str, m: Mapping) -> Tensor:
     for k, label in enumerate(axes):
         if label == "v":
-            fill = float("-inf") if t.dim() == 1 else 0.0  # a logit bias / an embedding row
-            t = m.vocab.rows_to_ours(t.movedim(k, 0), fill).movedim(0, k)
+            bias = t.dim() == 1  # an output bias (never produced: -inf) or embedding rows
+            fill = float("-inf") if bias else 0.0
+            t = m.vocab.rows_to_ours(t.movedim(k, 0), fill, copies=not bias).movedim(0, k)
         elif label == "d" and m.perm is not None:
             t = t.index_select(k, m.perm)
     return t
@@ -221,6 +222,47 @@ def resolve_source(src: str) -> Path:
     return Path(snapshot_download(repo_id=src))  # pragma: no cover - needs the network
 
 
+# An export also writes what it could not say in the other format: aiayn's config and, where
+# the export changed tensors arithmetically (Marian's start row), the tensors as they were.
+# Import uses them only if the exported weights are untouched (same digest).
+SIDECAR_JSON, SIDECAR_WEIGHTS = "aiayn.json", "aiayn.safetensors"
+
+
+def weights_digest(tensors: dict[str, Tensor]) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _exported_by_aiayn(
+    directory: Path, tensors: dict[str, Tensor], config: ModelConfig
+) -> tuple[ModelConfig, dict[str, Tensor]] | None:
+    """(aiayn's config, original tensors) when ``directory`` is an untouched aiayn export."""
+    from safetensors.torch import load_file
+
+    path = Path(directory) / SIDECAR_JSON
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        if data.get("weights_sha256") != weights_digest(tensors):
+            return None  # changed since the export: the weights as they are
+        ours = ModelConfig.from_dict(data["model"])
+        names = data.get("originals", [])
+        originals = load_file(str(Path(directory) / SIDECAR_WEIGHTS)) if names else {}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: unreadable ({e})") from None
+    if ours.vocab_size != config.vocab_size or sorted(originals) != sorted(names):
+        raise ValueError(f"{path}: does not fit the weights beside it")
+    return ours, originals
+
+
 def write_json(path: Path, data: Any) -> None:
     from aiayn.modeldir import write_json as atomic_json
 
@@ -266,6 +308,10 @@ def import_hf(src: str | Path, out: Path) -> dict:
     imported = family.import_parts(hf_config, directory, set(tensors))
     config = imported.config
     ours = to_ours(tensors, imported.mapping, config)
+    exact = _exported_by_aiayn(directory, tensors, config)
+    if exact is not None:  # untouched since aiayn exported it: restore the model exactly
+        config, originals = exact
+        ours.update(originals)
     with torch.random.fork_rng():  # what the checkpoint lacks starts the same every time
         torch.manual_seed(0)
         model = build_model(config)
@@ -278,6 +324,8 @@ def import_hf(src: str | Path, out: Path) -> dict:
         bias = torch.zeros(config.target_vocab)  # the checkpoint has none: only the extras
         bias[imported.mapping.vocab.extras] = float("-inf")
         ours["unembed.bias"] = bias
+    if exact is not None:  # e.g. the zero logit bias Marian needs and the model had not
+        ours = {k: v for k, v in ours.items() if k in state}
     for name, t in ours.items():
         if name not in state or state[name].shape != t.shape:
             want = tuple(state[name].shape) if name in state else "no such parameter"
@@ -295,6 +343,7 @@ def import_hf(src: str | Path, out: Path) -> dict:
         "family": config.family,
         "vocab_size": config.vocab_size,
         "fresh": fresh,
+        "restored_exactly": exact is not None,
     }
     write_json(out / "imported.json", summary)
     return summary
@@ -324,6 +373,17 @@ def export_hf(model_dir: Path, out: Path) -> dict:
     tensors = {k: v.detach().float().contiguous() for k, v in theirs.items()}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / HF_WEIGHTS, lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
+    originals = {k: v.detach().contiguous().cpu() for k, v in exported.originals.items()}
+    write_json(
+        out / SIDECAR_JSON,
+        {
+            "model": model.config.to_dict(),
+            "weights_sha256": weights_digest(tensors),
+            "originals": sorted(originals),
+        },
+    )
+    if originals:
+        atomic_write(out / SIDECAR_WEIGHTS, lambda p: save_file(originals, str(p)))
     write_json(out / HF_CONFIG, exported.config)
     for name, data in exported.files.items():
         if isinstance(data, bytes):
@@ -345,6 +405,7 @@ class Exported:
     extra_tensors: dict[str, Tensor] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # their name -> a copy of theirs
+    originals: dict[str, Tensor] = field(default_factory=dict)  # ours, changed arithmetically
 
 
 def no_counterpart(config: ModelConfig, architecture: str, **allowed: Any) -> None:
