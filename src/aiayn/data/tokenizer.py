@@ -14,6 +14,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.errors import UserError, read_json_object
+
 PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
 MASK_PIECE = "<mask>"
 TOKENIZER_FILE = "tokenizer.model"
@@ -104,8 +106,10 @@ class Tokenizer:
             raise FileNotFoundError(f"{path}: no tokenizer here (a model directory holds one)")
         try:
             return cls.from_bytes(path.read_bytes())
-        except RuntimeError as e:
-            raise ValueError(f"{path}: not a sentencepiece model ({e})") from None
+        except OSError as e:
+            raise UserError(f"{path}: cannot read the tokenizer ({e.strerror or e})") from None
+        except (RuntimeError, ValueError) as e:
+            raise UserError(f"{path}: not a sentencepiece model of aiayn ({e})") from None
 
     def save(self, directory: Path) -> None:
         """Write ``tokenizer.model`` into ``directory`` (atomically)."""
@@ -141,6 +145,14 @@ class Tokenizer:
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
 
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` that encode to unk (none with byte fallback)."""
+        found: set[str] = set()
+        for text, ids in zip(texts, self.sp.encode(list(texts)), strict=True):
+            if UNK in ids:
+                found |= {c for c in set(text) if UNK in self.sp.encode(c)}
+        return sorted(found)
+
 
 CHAR_TOKENIZER_FILE = "tokenizer.json"
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>", MASK_PIECE)
@@ -170,6 +182,10 @@ class CharTokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` outside the vocabulary (encoded as unk)."""
+        return sorted({c for text in texts for c in set(text) if c not in self.index})
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         out = []
         for seq in ids:
@@ -190,21 +206,37 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, path: Path) -> CharTokenizer:
-        import json
-
+        data = read_json_object(Path(path), "character tokenizer")
+        chars = data.get("chars")
+        if not isinstance(chars, list) or not all(isinstance(c, str) for c in chars):
+            raise UserError(f"{path}: not a character tokenizer ('chars' must be a list of text)")
         try:
-            data = json.loads(Path(path).read_text())
-            return cls(data["chars"])
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a character tokenizer ({e})") from None
+            return cls(chars)
+        except ValueError as e:
+            raise UserError(f"{path}: {e}") from None
+
+
+def tokenizer_file(directory: Path) -> Path:
+    """The tokenizer file of a model or run directory (``directory`` itself if it is a file)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return directory
+    found = [directory / name for name in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE)]
+    found = [p for p in found if p.is_file()]
+    if len(found) > 1:
+        raise UserError(
+            f"{directory} holds two tokenizers, {found[0].name} (BPE) and {found[1].name} "
+            "(characters); keep the one its model was trained with"
+        )
+    return found[0] if found else directory / TOKENIZER_FILE
 
 
 def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
     """The tokenizer saved in a model or run directory (BPE or character)."""
-    directory = Path(directory)
-    if (directory / CHAR_TOKENIZER_FILE).is_file():
-        return CharTokenizer.load(directory / CHAR_TOKENIZER_FILE)
-    return Tokenizer.load(directory / TOKENIZER_FILE if directory.is_dir() else directory)
+    path = tokenizer_file(directory)
+    if path.name == CHAR_TOKENIZER_FILE:
+        return CharTokenizer.load(path)
+    return Tokenizer.load(path)
 
 
 def has_tokenizer(directory: Path) -> bool:
