@@ -151,9 +151,10 @@ def _load(model_dir: str, command: str):
     want = COMMAND_FAMILIES[command]
     have = load_config(model_dir)
     if have.family != want:
+        article = "an" if want[0] in "aeiou" else "a"
         raise UserError(
-            f"{model_dir} holds a model of the {_kind(have)} family; {command} needs the {want} "
-            f"family (this directory fits: aiayn {FAMILY_COMMANDS[_kind(have)]})"
+            f"{model_dir} holds a model of the {_kind(have)} family; {command} needs {article} "
+            f"{want} model (this directory fits: aiayn {FAMILY_COMMANDS[_kind(have)]})"
         )
     return load_model_and_tokenizer(model_dir)
 

@@ -26,8 +26,9 @@ def load_classifier(model_dir: Path):
         }
         head = " without a classifier head" if config.family == "encoder-only" else ""
         raise UserError(
-            f"{model_dir} holds a model of the {config.family} family{head}; classify needs "
-            f"an encoder-only classifier (this directory fits: {fits[config.family]})"
+            f"{model_dir} holds no text classifier but a model of the {config.family} "
+            f"family{head}; classify needs an encoder-only classifier (this directory fits: "
+            f"{fits[config.family]})"
         )
     labels = read_run_json(model_dir).get("labels")
     run_file = model_dir / "run.json"

@@ -48,10 +48,15 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(state["numpy"])
 
 
+def _save(state: dict, path: Path) -> None:
+    with open(path, "wb") as f:  # through a Python file, a failed write keeps its OSError
+        torch.save(state, f)
+
+
 def save_checkpoint(directory: Path, step: int, state: dict, keep: int) -> Path:
     """Write ``state`` atomically as checkpoint-STEP.pt, then delete all but the last ``keep``."""
     path = checkpoint_path(directory, step)
-    atomic_write(path, lambda p: torch.save(state, p))
+    atomic_write(path, lambda p: _save(state, p))
     if keep > 0:
         for old in list_checkpoints(directory)[:-keep]:
             old.unlink(missing_ok=True)
@@ -65,8 +70,8 @@ def load_checkpoint(path: Path) -> dict:
     except Exception as e:  # torch raises several types for a damaged file
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise UserError(f"{path}: unreadable checkpoint ({type(e).__name__}: {first})") from None
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
+    if not isinstance(state, dict):
+        raise UserError(f"{path}: not a training checkpoint of aiayn")
     return state
 
 
@@ -84,6 +89,8 @@ def load_model_state(model, state: dict, path: Path, hint: str = "") -> None:
     """``model.load_state_dict(state)``, after checking that every tensor fits: a mismatch is a
     ``UserError`` naming the checkpoint, the tensors and ``hint`` (what the model was built from)
     instead of torch's list of every tensor."""
+    if not isinstance(state, dict):
+        raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -133,6 +140,8 @@ def average_state_dicts(
 
 def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     """Mean of the model weights stored in the training checkpoints ``paths``."""
-    return average_state_dicts(
-        [load_checkpoint(p)["model"] for p in paths], [str(p) for p in paths]
-    )
+    states = [load_checkpoint(p).get("model") for p in paths]
+    for path, state in zip(paths, states, strict=True):
+        if not isinstance(state, dict):
+            raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
+    return average_state_dicts(states, [str(p) for p in paths])
