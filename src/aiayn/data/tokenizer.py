@@ -123,7 +123,11 @@ class Tokenizer:
 
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
         """Token ids of each text, optionally framed by bos / eos."""
-        ids = self.sp.encode(list(texts))
+        texts = list(texts)
+        try:
+            ids = self.sp.encode(texts)
+        except (TypeError, UnicodeError) as e:
+            raise UserError(_not_text(texts, e)) from None
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
@@ -135,6 +139,7 @@ class Tokenizer:
             if EOS in seq:
                 seq = seq[: seq.index(EOS)]
             clean.append([t for t in seq if t not in (PAD, BOS, MASK)])
+        _check_ids(clean, self.vocab_size)
         return self.sp.decode(clean)
 
     @property
@@ -152,6 +157,31 @@ class Tokenizer:
             if UNK in ids:
                 found |= {c for c in set(text) if UNK in self.sp.encode(c)}
         return sorted(found)
+
+
+def _not_text(texts: list, error: Exception) -> str:
+    """Which of ``texts`` cannot be tokenized: not a string, or not encodable as UTF-8."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            return f"text {i + 1} is a {type(text).__name__}, not a string"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return (
+                f"text {i + 1} holds {text[e.start]!r} at position {e.start + 1}, which is not "
+                "a Unicode character (a lone surrogate: bytes read with errors='surrogateescape'?)"
+            )
+    return f"the texts cannot be tokenized ({error})"
+
+
+def _check_ids(ids: list[list[int]], vocab_size: int) -> None:
+    for seq in ids:
+        bad = [t for t in seq if not 0 <= t < vocab_size]
+        if bad:
+            raise UserError(
+                f"token id {bad[0]} is outside the tokenizer's vocabulary (0..{vocab_size - 1}): "
+                "the ids come from a model with another vocabulary"
+            )
 
 
 CHAR_TOKENIZER_FILE = "tokenizer.json"
@@ -179,6 +209,9 @@ class CharTokenizer:
         return len(SPECIALS) + len(self.chars)
 
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise UserError(_not_text(texts, TypeError("not a string")))
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 
@@ -192,6 +225,7 @@ class CharTokenizer:
             seq = list(seq)
             if EOS in seq:
                 seq = seq[: seq.index(EOS)]
+            _check_ids([seq], self.vocab_size)
             n = len(SPECIALS)
             out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
         return out

@@ -181,7 +181,7 @@ def repair_metrics(path: Path, through_step: int) -> None:
     if not path.is_file():
         return
     raw = path.read_bytes()
-    lines = raw.decode("utf-8", "replace").splitlines()
+    lines = raw.decode("utf-8", "replace").split("\n")
     kept, broken, replayed = [], [], 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
