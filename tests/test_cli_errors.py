@@ -209,3 +209,91 @@ def test_json_files_of_a_model_directory_are_named(dirs, tmp_path, capsys, monke
     stdin(monkeypatch, b"good\n")
     code, _, err = run_cli(capsys, ["classify", str(model)])
     assert code == 2 and "1 labels, but the classifier has 2 classes" in err
+
+
+# --------------------------------------------------------------------------- disk and permissions
+
+
+def _limited(max_bytes):
+    """In the child: files may not grow past ``max_bytes`` (a full disk, for one process)."""
+    import resource
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+    return limit
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_half_file(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    code = (
+        "import sys; from aiayn import build_model, ModelConfig\n"
+        "from aiayn.modeldir import save_model_dir; from aiayn.errors import UserError\n"
+        "try: save_model_dir(sys.argv[1], build_model(ModelConfig.preset('tiny')))\n"
+        "except UserError as e: print(e); sys.exit(2)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "m")],
+        env=env,
+        capture_output=True,
+        preexec_fn=_limited(100_000),
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"cannot write " in done.stdout and b"model.safetensors: File too large" in done.stdout
+    assert [p.name for p in (tmp_path / "m").iterdir()] == []  # no temporary file left
+
+
+def test_a_checkpoint_that_does_not_fit_on_the_disk_is_named(tmp_path):
+    from tests.conftest import tiny_run_overrides, write_sample_corpus
+
+    corpus = write_sample_corpus(tmp_path / "corpus", n_valid=10, n_test=10)
+    argv = ["train", "--out", str(tmp_path / "run"), "--quiet"]
+    for o in tiny_run_overrides(corpus, max_steps=6, checkpoint_every=3):
+        argv += ["--set", o]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "aiayn.cli", *argv],
+        env=env,
+        capture_output=True,
+        preexec_fn=_limited(200_000),  # the tokenizer and logs fit, a checkpoint does not
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in err
+    assert "cannot write " in err and "checkpoint-00000003.pt: File too large" in err
+    assert not list((tmp_path / "run").rglob("*.tmp"))
+    assert not (tmp_path / "run" / "train.lock").exists()
+
+
+def test_a_directory_without_write_permission_is_named(dirs, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    def denied(*args, dir=None, **kwargs):
+        raise PermissionError(13, "Permission denied", str(dir))
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    code, _, err = run_cli(
+        capsys, ["attention", str(dirs["tr"]), "abc", "--out", str(tmp_path / "a.png")]
+    )
+    assert code == 2 and f"cannot write {tmp_path / 'a.png'}: Permission denied" in err
+    code, _, err = run_cli(capsys, ["average", str(tmp_path), "--out", str(dirs["tr"])])
+    assert code == 2 and "exists and is not empty; add --force" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_directory_is_named(dirs, tmp_path, capsys):
+    tmp_path.chmod(0o555)
+    try:
+        code, _, err = run_cli(
+            capsys, ["attention", str(dirs["tr"]), "ab", "--out", str(tmp_path / "a.png")]
+        )
+    finally:
+        tmp_path.chmod(0o755)
+    assert code == 2 and "a.png: Permission denied" in err
+
+
+def test_attention_works_with_a_character_model(dirs, tmp_path, capsys):
+    code, out, _ = run_cli(
+        capsys, ["attention", str(dirs["tr"]), "abc", "--out", str(tmp_path / "a.png")]
+    )
+    assert code == 0 and (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"

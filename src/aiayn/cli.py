@@ -263,7 +263,9 @@ def cmd_average(args: argparse.Namespace) -> None:
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
 
-    run_dir = Path(args.run_dir)
+    run_dir, out = Path(args.run_dir), Path(args.out)
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise UserError(f"--out {out} exists and is not empty; add --force to replace its model")
     paths = ckpt.list_checkpoints(run_dir / "checkpoints")
     if not paths:
         raise UserError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
@@ -280,7 +282,7 @@ def cmd_average(args: argparse.Namespace) -> None:
     ckpt.load_model_state(model, ckpt.average_checkpoints(paths), paths[-1], hint)
     extra = {"averaged": [p.name for p in paths], **task.saved_extra()}
     dtype = torch.float16 if args.fp16 else None
-    save_trained_model(Path(args.out), model.eval(), tokenizer, run, dtype=dtype, extra=extra)
+    save_trained_model(out, model.eval(), tokenizer, run, dtype=dtype, extra=extra)
     print(
         f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
     )
@@ -481,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--last", type=int_range(1), default=5, help="how many checkpoints (>= 1)")
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--fp16", action="store_true", help="store the weights in float16 (half size)")
+    p.add_argument("--force", action="store_true", help="replace the model in an existing --out")
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("generate", help="continue a prompt with a decoder-only model")

@@ -208,7 +208,18 @@ class DataConfig:
     lowercase: bool = False  # classification/mlm, BPE: the tokenizer folds case (kept in it)
 
     def __post_init__(self) -> None:
+        if isinstance(self.extra_train, str) or not all(
+            isinstance(x, str) and x for x in self.extra_train
+        ):
+            raise UserError(
+                f"data.extra_train must be a list of split names, got {self.extra_train!r}"
+            )
         object.__setattr__(self, "extra_train", tuple(self.extra_train))
+        for name in ("corpus", "src_lang", "tgt_lang"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise UserError(
+                    f"data.{name} must be a non-empty string, got {getattr(self, name)!r}"
+                )
         _check_choice("data.task", self.task, TASKS)
         _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
         _check_int("data.block_size", self.block_size, 2)

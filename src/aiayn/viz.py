@@ -93,14 +93,23 @@ def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attenti
     from aiayn.data.tokenizer import BOS, EOS
     from aiayn.infer.greedy import greedy_decode
 
-    src_ids = tokenizer.encode([sentence])[0][: model.config.max_len - 1] + [EOS]
+    src_ids = tokenizer.encode([sentence])[0]
+    if len(src_ids) > model.config.max_len - 1:
+        import warnings
+
+        warnings.warn(
+            f"the sentence is longer than the model's max_len ({model.config.max_len} tokens); "
+            f"only its first {model.config.max_len - 1} tokens are shown",
+            stacklevel=2,
+        )
+    src_ids = src_ids[: model.config.max_len - 1] + [EOS]
     src = torch.tensor([src_ids])
     hyp = [t for t in greedy_decode(model, src)[0].tolist() if t != 0]
     tgt_in = torch.tensor([[BOS] + hyp[:-1]])  # row i predicts hyp[i]
     record: dict = {}
     with torch.no_grad():
         model(src, tgt_in, attention=record)
-    piece = tokenizer.sp.id_to_piece
+    piece = tokenizer.piece
     src_labels = [piece(t) for t in src_ids]
     out_labels = [piece(t) for t in hyp]
     in_labels = [piece(t) for t in tgt_in[0].tolist()]

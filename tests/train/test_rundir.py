@@ -249,3 +249,20 @@ def test_a_checkpoint_of_another_model_is_named(corpus, trained, tmp_path):
     torch.save(state, run / "checkpoints/checkpoint-00000007.pt")
     with pytest.raises(UserError, match="checkpoint-00000007.pt does not fit this model"):
         Trainer(config(corpus, max_steps=8), run, progress=False)
+
+
+def test_a_model_directory_or_another_folder_is_not_trained_into(corpus, trained, tmp_path):
+    model = shutil.copytree(trained / "model", tmp_path / "model")
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    with pytest.raises(UserError, match="is a model directory, not a training run.*init_from"):
+        Trainer(config(corpus, max_steps=1), model, progress=False)
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("keep me")
+    with pytest.raises(UserError, match="is not empty and holds no training run \\(todo.txt\\)"):
+        Trainer(config(corpus, max_steps=1), tmp_path / "notes", progress=False)
+
+
+def test_extra_train_must_be_a_list_of_split_names(corpus):
+    with pytest.raises(UserError, match="data.extra_train must be a list of split names"):
+        config(corpus, 'data.extra_train="phrases"')

@@ -150,6 +150,10 @@ class Tokenizer:
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
 
+    def piece(self, token_id: int) -> str:
+        """The vocabulary entry of one id (for labels in plots)."""
+        return self.sp.id_to_piece(token_id)
+
     def unknown_characters(self, texts: list[str]) -> list[str]:
         """The distinct characters of ``texts`` that encode to unk (none with byte fallback)."""
         found: set[str] = set()
@@ -214,6 +218,11 @@ class CharTokenizer:
             raise UserError(_not_text(texts, TypeError("not a string")))
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
+
+    def piece(self, token_id: int) -> str:
+        """The vocabulary entry of one id (for labels in plots)."""
+        n = len(SPECIALS)
+        return SPECIALS[token_id] if token_id < n else self.chars[token_id - n]
 
     def unknown_characters(self, texts: list[str]) -> list[str]:
         """The distinct characters of ``texts`` outside the vocabulary (encoded as unk)."""

@@ -41,7 +41,13 @@ from aiayn.train import checkpoint as ckpt
 from aiayn.train import distributed as ddp
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer
-from aiayn.train.rundir import RunLock, StopSignals, remove_temp_files, repair_metrics
+from aiayn.train.rundir import (
+    RunLock,
+    StopSignals,
+    check_run_directory,
+    remove_temp_files,
+    repair_metrics,
+)
 from aiayn.train.tasks import make_task
 
 
@@ -70,8 +76,7 @@ class Trainer:
         self.progress = progress and self.ctx.is_main
         self.stop, self.stop_everywhere = StopSignals(), False
         self.lock = RunLock(self.out_dir)
-        if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise UserError(f"{self.out_dir}: is a file, not a run directory")
+        check_run_directory(self.out_dir)
         created = not self.out_dir.exists()
         if self.ctx.is_main:  # before anything is written: one training per directory
             self.lock.acquire()
@@ -88,7 +93,7 @@ class Trainer:
         existing = ckpt.list_checkpoints(self.ckpt_dir)
         if self.ctx.is_main:
             remove_temp_files(self.out_dir)  # of writes a killed run left half done
-        state = ckpt.load_checkpoint(existing[-1]) if existing else None
+        state = self._load_last(existing)
         self._check_same_run(existing, state)
         self.task = make_task(run)
         if run.model.family not in (ModelConfig().family, self.task.family):
@@ -161,6 +166,20 @@ class Trainer:
                 f"case, but data.lowercase = {str(self.run.data.lowercase).lower()}; "
                 f"set data.lowercase = {str(folds).lower()} (the tokenizer cannot change)"
             )
+
+    @staticmethod
+    def _load_last(existing: list[Path]) -> dict | None:
+        if not existing:
+            return None
+        try:
+            return ckpt.load_checkpoint(existing[-1])
+        except UserError as e:
+            if len(existing) < 2:
+                raise
+            raise UserError(
+                f"{e}; to resume from the checkpoint before it, {existing[-2].name}, "
+                f"move {existing[-1].name} out of the way"
+            ) from None
 
     def _saved_run(self) -> dict | None:
         path = self.out_dir / "run.json"
@@ -274,8 +293,11 @@ class Trainer:
     def log(self, record: dict) -> None:
         if not self.ctx.is_main:
             return
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            with open(self.metrics_path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as e:
+            raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}") from None
 
     def save_checkpoint(self) -> Path | None:
         rng = ddp.gather(ckpt.rng_state(), self.ctx)  # every rank takes part

@@ -29,6 +29,15 @@ from aiayn.errors import UserError
 from aiayn.modeldir import write_text
 
 LOCK_FILE = "train.lock"
+# what a run directory holds (an empty directory is fine too; anything else is not a run)
+RUN_MARKERS = (
+    "run.json",
+    "checkpoints",
+    "metrics.jsonl",
+    LOCK_FILE,
+    "tokenizer.model",
+    "tokenizer.json",
+)
 _TEMP = re.compile(r"^\..+\.tmp$")  # aiayn.modeldir.atomic_write's temporary files
 
 
@@ -71,6 +80,12 @@ class RunLock:
         )
 
     def acquire(self) -> None:
+        try:
+            self._acquire()
+        except OSError as e:
+            raise UserError(f"cannot lock {self.path}: {e.strerror or e}") from None
+
+    def _acquire(self) -> None:
         import fcntl
 
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -158,6 +173,28 @@ class StopSignals:
         self._previous = {}
 
 
+def check_run_directory(directory: Path) -> None:
+    """Refuse to train into a directory that holds something other than a training run: a
+    model directory (its files would be replaced) or any other non-empty folder."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"{directory}: is a file, not a run directory")
+    if not directory.is_dir():
+        return
+    names = {p.name for p in directory.iterdir()}
+    if {"config.json", "model.safetensors"} <= names and "checkpoints" not in names:
+        raise UserError(
+            f"{directory} is a model directory, not a training run: train into another "
+            f'directory, with train.init_from = "{directory}" to start from this model'
+        )
+    if not names or names & set(RUN_MARKERS):
+        return
+    raise UserError(
+        f"{directory} is not empty and holds no training run ({', '.join(sorted(names)[:3])}"
+        f"{', ...' if len(names) > 3 else ''}); train into a new or empty directory"
+    )
+
+
 def remove_temp_files(directory: Path) -> list[Path]:
     """Delete the temporary files of interrupted atomic writes in ``directory`` and the run's
     subdirectories (checkpoints/, best/, model/); return them."""
@@ -209,4 +246,11 @@ def repair_metrics(path: Path, through_step: int) -> None:
         write_text(path, text)
 
 
-__all__ = ["LOCK_FILE", "RunLock", "StopSignals", "remove_temp_files", "repair_metrics"]
+__all__ = [
+    "LOCK_FILE",
+    "RunLock",
+    "StopSignals",
+    "check_run_directory",
+    "remove_temp_files",
+    "repair_metrics",
+]
