@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from aiayn.data.labelled import read_labelled  # noqa: E402
+from aiayn.data.files import read_labelled  # noqa: E402
 from aiayn.infer.classify import class_probabilities  # noqa: E402
 from common import write_result  # noqa: E402
 

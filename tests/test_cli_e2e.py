@@ -114,7 +114,7 @@ def test_prepare_files_imports_user_data(tmp_path, capsys):
     argv += ["--split", f"train={tmp_path / 'a.de'},{tmp_path / 'a.en'}"]
     argv += ["--split", f"valid={tmp_path / 'b.tsv'}"]
     assert main(argv) == 0
-    from aiayn.data.corpora import load_split
+    from aiayn.data.files import load_split
 
     assert load_split(out, "train") == [
         ("Hallo Welt.", "Hello world."),

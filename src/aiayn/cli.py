@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from aiayn.config import ModelConfig
+from aiayn.data.corpora.registry import CORPORA as BUNDLED_CORPORA
 from aiayn.errors import TrainingInterrupted, UserError, describe_os_error
 
-CORPORA = ("ding-de-en", "libreoffice-help-de-en", "moby-dick", "rotten-tomatoes", "files")
+CORPORA = (*BUNDLED_CORPORA, "files")
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -37,44 +38,28 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from aiayn.data import corpora, text
-
     out = Path(args.out or f"data/{args.corpus}")
     source = Path(args.source) if args.source else None
-    builders = {
-        "ding-de-en": lambda: corpora.prepare_ding(out, source=source),
-        "libreoffice-help-de-en": lambda: corpora.prepare_libreoffice_help(out),
-        "moby-dick": lambda: text.prepare_moby_dick(out, source=source),
-        "rotten-tomatoes": lambda: text.prepare_rotten_tomatoes(out, source=source),
-    }
     if args.corpus == "files":
         stats = import_files(out, args.split or [], args.src_lang, args.tgt_lang)
     elif (out / "stats.json").is_file() and not args.rebuild:
         stats = json.loads((out / "stats.json").read_text())
-        missing = [p.name for p in _expected_files(args.corpus, out) if not p.is_file()]
+        expected = BUNDLED_CORPORA[args.corpus].files
+        missing = [name for name in expected if not (out / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{out}: missing {', '.join(missing)}; use --rebuild")
         print(f"{out}: using the bundled corpus (--rebuild to rebuild it from its package)")
     else:
-        stats = builders[args.corpus]()
+        stats = BUNDLED_CORPORA[args.corpus].build(out, source)
     counts = {k: stats[k] for k in ("pairs", "snippets", "characters") if k in stats}
     print(json.dumps(counts or stats, indent=2))
-
-
-def _expected_files(corpus: str, out: Path) -> list[Path]:
-    if corpus == "moby-dick":
-        return [out / f"{split}.txt.gz" for split in ("train", "valid")]
-    if corpus == "rotten-tomatoes":
-        return [out / f"{split}.tsv.gz" for split in ("train", "valid", "test")]
-    return [
-        out / f"{split}.{lang}.gz" for split in ("train", "valid", "test") for lang in ("de", "en")
-    ]
 
 
 def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
     """``--split NAME=SRC,TGT`` (two aligned files), ``NAME=FILE.tsv`` or ``NAME=FILE.jsonl``
     (Hugging Face translation records) into ``out``."""
-    from aiayn.data import corpora
+    from aiayn.data.corpora.common import write_parallel
+    from aiayn.data.files import read_jsonl, read_parallel, read_tsv
 
     if not specs:
         raise ValueError(
@@ -90,17 +75,17 @@ def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> d
             if not path.is_file():
                 raise FileNotFoundError(f"--split {spec!r}: {path} not found")
         if len(paths) == 2:
-            pairs_by_split[name] = corpora.read_parallel(*paths)
+            pairs_by_split[name] = read_parallel(*paths)
         elif len(paths) == 1 and ".jsonl" in paths[0].suffixes:
-            pairs_by_split[name] = corpora.read_jsonl(paths[0], src_lang, tgt_lang)
+            pairs_by_split[name] = read_jsonl(paths[0], src_lang, tgt_lang)
         elif len(paths) == 1:
-            pairs_by_split[name] = corpora.read_tsv(paths[0])
+            pairs_by_split[name] = read_tsv(paths[0])
         else:
             raise ValueError(
                 f"--split {spec!r}: give two files (SRC,TGT), one TSV file or one .jsonl file"
             )
     for name, pairs in pairs_by_split.items():
-        corpora.write_parallel(out, name, pairs, src_lang, tgt_lang)
+        write_parallel(out, name, pairs, src_lang, tgt_lang)
     stats = {"pairs": {name: len(p) for name, p in pairs_by_split.items()}}
     from aiayn.modeldir import write_json
 

@@ -1,43 +1,16 @@
-"""Labelled texts (``label<TAB>text`` per line) for classification and masked-LM pretraining."""
+"""Labelled texts encoded for classification and masked-LM pretraining.
+
+The files (``label<TAB>text`` per line) are read by ``aiayn.data.files.read_labelled``.
+"""
 
 from __future__ import annotations
 
-import gzip
 import warnings
-import zlib
-from pathlib import Path
 
 import torch
 
 from aiayn.data.batching import TokenBatch, length_batches, pad
 from aiayn.data.tokenizer import EOS
-
-
-def read_labelled(corpus: Path, split: str) -> list[tuple[str, str]]:
-    """(text, label) pairs of ``corpus/{split}.tsv.gz``; blank lines are skipped.
-
-    A line is ``label<TAB>text`` with a non-empty label and text and no second tab; any other
-    line is an error naming the file and line, as is a file that is not UTF-8 gzip.
-    """
-    path = Path(corpus) / f"{split}.tsv.gz"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found; a labelled corpus holds {{train,valid,test}}.tsv.gz with "
-            "label<TAB>text lines (e.g. `aiayn prepare rotten-tomatoes`)"
-        )
-    try:
-        lines = gzip.decompress(path.read_bytes()).decode("utf-8").split("\n")
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a UTF-8 gzip file ({error})") from None
-    pairs = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        label, sep, text = line.partition("\t")
-        if not sep or not label or not text.strip() or "\t" in text:
-            raise ValueError(f"{path}, line {number}: expected label<TAB>text, got {line[:60]!r}")
-        pairs.append((text, label))
-    return pairs
 
 
 def encode_texts(tokenizer, texts: list[str], max_len: int, where: str) -> list[list[int]]:

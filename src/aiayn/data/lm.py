@@ -1,26 +1,17 @@
-"""Running text for language modelling, cut into blocks (Phuong & Hutter 2022, Algorithm 13)."""
+"""Running text for language modelling, cut into blocks (Phuong & Hutter 2022, Algorithm 13).
+
+The files (``{split}.txt.gz``) are read by ``aiayn.data.files.read_text``.
+"""
 
 from __future__ import annotations
 
-import gzip
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from aiayn.data.batching import TokenBatch
-
-
-def read_text(corpus: Path, split: str) -> str:
-    path = Path(corpus) / f"{split}.txt.gz"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found; a language-model corpus holds {{train,valid}}.txt.gz "
-            f"(e.g. `aiayn prepare moby-dick`)"
-        )
-    return gzip.decompress(path.read_bytes()).decode("utf-8")
 
 
 @dataclass

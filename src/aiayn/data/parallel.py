@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiayn.config import DataConfig
 from aiayn.data.batching import Batch, collate, length_batches, shard
-from aiayn.data.corpora import load_split
+from aiayn.data.files import load_split
 from aiayn.data.tokenizer import Tokenizer
 
 

@@ -12,8 +12,9 @@ import torch
 
 from aiayn.config import RunConfig
 from aiayn.data.batching import TokenBatch
-from aiayn.data.labelled import LabelledTexts, read_labelled
-from aiayn.data.lm import TokenStream, read_text
+from aiayn.data.files import read_labelled, read_text
+from aiayn.data.labelled import LabelledTexts
+from aiayn.data.lm import TokenStream
 from aiayn.data.parallel import encode_split, train_tokenizer
 from aiayn.data.tokenizer import MASK, PAD, CharTokenizer, Tokenizer
 from aiayn.train.objectives import (

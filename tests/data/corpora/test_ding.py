@@ -1,27 +1,18 @@
-"""Tests for the offline corpora: Ding parsing, splitting, writing and the readers."""
+"""Tests for corpus ding-de-en: Ding parsing, splitting and writing."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import warnings
 from pathlib import Path
 
 import pytest
 
-from aiayn.data.corpora import (
-    clean_text,
-    help_paragraphs,
-    load_split,
-    normalize_key,
-    parse_ding,
-    prepare_ding,
-    read_jsonl,
-    read_parallel,
-    read_tsv,
-)
+from aiayn.data.corpora.common import normalize_key
+from aiayn.data.corpora.ding import clean_text, parse_ding, prepare_ding
+from aiayn.data.files import load_split
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DING_DIR = REPO_ROOT / "data" / "ding-de-en"
 
 SAMPLE_LINES = [
@@ -144,84 +135,6 @@ def test_prepare_ding_is_byte_reproducible(ding_file, tmp_path):
     header = runs["a"][0][:10]
     assert header[3] == 0 and header[4:8] == bytes(4)  # no file name, mtime 0
     assert runs["a"][:6] != runs["c"][:6]  # another seed gives another split
-
-
-def test_read_parallel_mismatch_names_files_and_counts(tmp_path):
-    src, tgt = tmp_path / "a.de", tmp_path / "b.en.gz"
-    src.write_text("eins\nzwei\ndrei\n", encoding="utf-8")
-    tgt.write_bytes(gzip.compress(b"one\ntwo\n"))
-    with pytest.raises(ValueError) as error:
-        read_parallel(src, tgt)
-    message = str(error.value)
-    assert str(src) in message and str(tgt) in message
-    assert "3 lines" in message and "has 2" in message
-
-
-def test_read_parallel_warns_about_empty_lines(tmp_path):
-    src, tgt = tmp_path / "a.de", tmp_path / "a.en"
-    src.write_text("eins\n\ndrei\nvier\n", encoding="utf-8")
-    tgt.write_text("one\ntwo\nthree\n \n", encoding="utf-8")
-    with pytest.warns(UserWarning, match=r"dropped 2 line\(s\).*line 2, 4\)"):
-        pairs = read_parallel(src, tgt)
-    assert pairs == [("eins", "one"), ("drei", "three")]
-
-
-def test_read_tsv(tmp_path):
-    good = tmp_path / "good.tsv"
-    good.write_text("Hallo\tHello\nJa\tYes\n", encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert read_tsv(good) == [("Hallo", "Hello"), ("Ja", "Yes")]
-    bad = tmp_path / "bad.tsv"
-    bad.write_text("Hallo\tHello\nJa\tYes\nNein No\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad\.tsv, line 3: expected exactly one tab, found 0"):
-        read_tsv(bad)
-
-
-def test_read_jsonl_takes_hugging_face_translation_records(tmp_path):
-    path = tmp_path / "wmt.jsonl.gz"
-    lines = [
-        {"translation": {"de": "Hallo.", "en": "Hello."}, "id": 0},  # WMT / IWSLT layout
-        {"de": " Ja. ", "en": "Yes.", "image": "1.jpg"},  # Multi30k layout
-        {"translation": {"de": "", "en": "Empty."}},
-    ]
-    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in lines) + "\n\n"
-    path.write_bytes(gzip.compress(text.encode()))
-    with pytest.warns(UserWarning, match=r"dropped 2 line\(s\).*line 3, 4\)"):
-        assert read_jsonl(path, "de", "en") == [("Hallo.", "Hello."), ("Ja.", "Yes.")]
-    with pytest.warns(UserWarning):
-        assert read_jsonl(path, "en", "de")[0] == ("Hello.", "Hallo.")
-
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"translation": {"de": "a", "en": "b"}}\n{"translation": {"de": "a"}}\n')
-    with pytest.raises(
-        ValueError, match=r"bad\.jsonl, line 2: no text for language 'en' \(fields: de\)"
-    ):
-        read_jsonl(bad, "de", "en")
-    bad.write_text('{"de": "a", "en": "b"}\n{"de": "a", "en": \n')
-    with pytest.raises(ValueError, match=r"bad\.jsonl, line 2: not JSON"):
-        read_jsonl(bad, "de", "en")
-
-
-def test_load_split_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"valid\.de\.gz not found.*aiayn prepare"):
-        load_split(tmp_path / "ding-de-en", "valid")
-
-
-def test_help_paragraphs_align_ids_and_skip_mac_variants(tmp_path):
-    page = tmp_path / "text" / "page.html"
-    page.parent.mkdir()
-    page.write_text(
-        '<body><h1 id="hd_id1">Title <b>bold</b></h1><p id="other">x</p>'
-        '<p id="par_id2" class="paragraph">Choose <span class="switchinline">'
-        '<span hidden="true" id="MACx"><span>Preferences</span></span>'
-        '<span hidden="true" id="defaultx">Tools - Options</span></span>.<br>Done</p></body>',
-        encoding="utf-8",
-    )
-    assert help_paragraphs(tmp_path) == {
-        ("text/page.html", "hd_id1"): "Title bold",
-        ("text/page.html", "par_id2"): "Choose Tools - Options. Done",
-    }
 
 
 def test_committed_ding_corpus_has_clean_held_out_test():
