@@ -297,3 +297,75 @@ def test_attention_works_with_a_character_model(dirs, tmp_path, capsys):
         capsys, ["attention", str(dirs["tr"]), "abc", "--out", str(tmp_path / "a.png")]
     )
     assert code == 0 and (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# --------------------------------------------------------------------------- preparing data
+
+
+def test_prepare_files_keeps_an_existing_corpus_unless_forced(tmp_path, capsys):
+    from aiayn.data.files import load_split
+
+    (tmp_path / "a.de").write_text("Ja.\n")
+    (tmp_path / "a.en").write_text("Yes.\n")
+    (tmp_path / "b.tsv").write_text("Nein.\tNo.\n")
+    out = tmp_path / "corpus"
+    split = f"train={tmp_path / 'a.de'},{tmp_path / 'a.en'}"
+    assert run_cli(capsys, ["prepare", "files", "--out", str(out), "--split", split])[0] == 0
+    before = (out / "train.de.gz").read_bytes()
+    replace = ["prepare", "files", "--out", str(out), "--split", f"train={tmp_path / 'b.tsv'}"]
+    code, _, err = run_cli(capsys, replace)
+    assert code == 2 and "already holds train.de.gz, train.en.gz; add --force" in err
+    assert (out / "train.de.gz").read_bytes() == before
+    add = ["prepare", "files", "--out", str(out), "--split", f"valid={tmp_path / 'b.tsv'}"]
+    assert run_cli(capsys, add)[0] == 0  # a new split joins the corpus
+    assert json.loads((out / "stats.json").read_text())["pairs"] == {"train": 1, "valid": 1}
+    assert run_cli(capsys, [*replace, "--force"])[0] == 0
+    assert load_split(out, "train") == [("Nein.", "No.")]
+
+
+@pytest.mark.parametrize(
+    "lines, extra, message",
+    [
+        (b"\n \n", [], "no sentence pairs"),
+        (b"Ja.\n", ["--split", "train=T"], "--split train is given twice"),
+        (b"Ja.\n", ["--tgt-lang", "de"], "--src-lang and --tgt-lang are both 'de'"),
+        (b"Ja.\n", ["--source", "x"], "--source is for the bundled corpora"),
+    ],
+)
+def test_prepare_files_refuses_what_cannot_make_a_corpus(tmp_path, capsys, lines, extra, message):
+    (tmp_path / "a.tsv").write_bytes(lines.replace(b"\n", b"\tx\n") if lines.strip() else lines)
+    split = f"train={tmp_path / 'a.tsv'}"
+    extra = [split if x == "train=T" else x for x in extra]
+    code, _, err = run_cli(
+        capsys, ["prepare", "files", "--out", str(tmp_path / "c"), "--split", split, *extra]
+    )
+    last = err.strip().splitlines()[-1]  # (a warning about blank lines may come first)
+    assert code == 2 and last.startswith("aiayn prepare: error: ") and message in last
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_max_len_that_drops_every_pair_is_named(tmp_path, capsys):
+    from tests.conftest import tiny_run_overrides, write_sample_corpus
+
+    corpus = write_sample_corpus(tmp_path / "corpus", n_valid=10, n_test=10)
+    argv = ["train", "--out", str(tmp_path / "run"), "--quiet"]
+    for o in tiny_run_overrides(corpus, max_steps=2) + ["data.max_len=2"]:
+        argv += ["--set", o]
+    code, _, err = run_cli(capsys, argv)
+    assert code == 2 and "every one of the 400 train pairs is longer than data.max_len = 2" in err
+
+
+def test_a_bundled_corpus_source_that_cannot_be_read_is_named(tmp_path, capsys):
+    (tmp_path / "book.txt").write_bytes("Call me Ishmael.\nGrüße.\n".encode("latin-1"))
+    (tmp_path / "book.tgz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    (tmp_path / "rt.whl").write_bytes(b"PK\x03\x04broken")
+    (tmp_path / "rt.csv.bz2").write_bytes(b"BZh9garbage")
+    for corpus, source, message in (
+        ("moby-dick", "book.txt", "book.txt, line 2: not UTF-8 (byte 0xfc at column 3)"),
+        ("moby-dick", "book.tgz", "book.tgz: not a readable Moby Dick source"),
+        ("rotten-tomatoes", "rt.whl", "rt.whl: not a readable Rotten Tomatoes source"),
+        ("rotten-tomatoes", "rt.csv.bz2", "rt.csv.bz2: not a readable Rotten Tomatoes source"),
+    ):
+        argv = ["prepare", corpus, "--out", str(tmp_path / "c"), "--source", str(tmp_path / source)]
+        code, _, err = run_cli(capsys, argv)
+        assert code == 2 and message in err, err

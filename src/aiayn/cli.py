@@ -41,9 +41,15 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     out = Path(args.out or f"data/{args.corpus}")
     source = Path(args.source) if args.source else None
     if args.corpus == "files":
-        stats = import_files(out, args.split or [], args.src_lang, args.tgt_lang)
+        if args.source:
+            raise UserError("--source is for the bundled corpora; prepare files reads --split")
+        stats = import_files(out, args.split or [], args.src_lang, args.tgt_lang, args.force)
+    elif args.split:
+        raise UserError(f"--split is for prepare files; {args.corpus} builds its own splits")
     elif (out / "stats.json").is_file() and not args.rebuild:
-        stats = json.loads((out / "stats.json").read_text())
+        from aiayn.errors import read_json_object
+
+        stats = read_json_object(out / "stats.json", "corpus stats")
         expected = BUNDLED_CORPORA[args.corpus].files
         missing = [name for name in expected if not (out / name).is_file()]
         if missing:
@@ -55,40 +61,73 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     print(json.dumps(counts or stats, indent=2))
 
 
-def import_files(out: Path, specs: list[str], src_lang: str, tgt_lang: str) -> dict:
+def import_files(
+    out: Path, specs: list[str], src_lang: str, tgt_lang: str, force: bool = False
+) -> dict:
     """``--split NAME=SRC,TGT`` (two aligned files), ``NAME=FILE.tsv`` or ``NAME=FILE.jsonl``
-    (Hugging Face translation records) into ``out``."""
+    (Hugging Face translation records) into ``out``.
+
+    Every file is read before anything is written. Splits already in ``out`` are replaced only
+    with ``force``; a split added to a corpus joins the counts in its stats.json.
+    """
+    import re
+
     from aiayn.data.corpora.common import write_parallel
     from aiayn.data.files import read_jsonl, read_parallel, read_tsv
+    from aiayn.errors import read_json_object
+    from aiayn.modeldir import write_json
 
     if not specs:
-        raise ValueError(
+        raise UserError(
             "prepare files needs --split NAME=SRC,TGT, NAME=FILE.tsv or NAME=FILE.jsonl"
         )
+    for flag, lang in (("--src-lang", src_lang), ("--tgt-lang", tgt_lang)):
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", lang):
+            raise UserError(f"{flag} {lang!r}: a language code of letters, digits, - or _")
+    if src_lang == tgt_lang:
+        raise UserError(f"--src-lang and --tgt-lang are both {src_lang!r}; they name two files")
     pairs_by_split = {}
     for spec in specs:
         name, _, files = spec.partition("=")
         if not name or not files:
-            raise ValueError(f"--split {spec!r}: expected NAME=SRC,TGT, NAME=FILE.tsv or .jsonl")
+            raise UserError(f"--split {spec!r}: expected NAME=SRC,TGT, NAME=FILE.tsv or .jsonl")
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise UserError(f"--split {spec!r}: a split name of letters, digits, - or _")
+        if name in pairs_by_split:
+            raise UserError(f"--split {name} is given twice; give each split once")
         paths = [Path(p) for p in files.split(",")]
         for path in paths:
             if not path.is_file():
-                raise FileNotFoundError(f"--split {spec!r}: {path} not found")
+                raise UserError(f"--split {spec!r}: {path} not found")
         if len(paths) == 2:
-            pairs_by_split[name] = read_parallel(*paths)
+            pairs = read_parallel(*paths)
         elif len(paths) == 1 and ".jsonl" in paths[0].suffixes:
-            pairs_by_split[name] = read_jsonl(paths[0], src_lang, tgt_lang)
+            pairs = read_jsonl(paths[0], src_lang, tgt_lang)
         elif len(paths) == 1:
-            pairs_by_split[name] = read_tsv(paths[0])
+            pairs = read_tsv(paths[0])
         else:
-            raise ValueError(
+            raise UserError(
                 f"--split {spec!r}: give two files (SRC,TGT), one TSV file or one .jsonl file"
             )
+        if not pairs:
+            raise UserError(
+                f"--split {spec!r}: no sentence pairs (every line is blank or has an empty side)"
+            )
+        pairs_by_split[name] = pairs
+    targets = [
+        out / f"{name}.{lang}.gz" for name in pairs_by_split for lang in (src_lang, tgt_lang)
+    ]
+    existing = [p.name for p in targets if p.exists()]
+    if existing and not force:
+        raise UserError(
+            f"{out} already holds {', '.join(existing)}; add --force to replace them "
+            "(or prepare into another --out)"
+        )
+    old = read_json_object(out / "stats.json") if (out / "stats.json").is_file() else {}
     for name, pairs in pairs_by_split.items():
         write_parallel(out, name, pairs, src_lang, tgt_lang)
-    stats = {"pairs": {name: len(p) for name, p in pairs_by_split.items()}}
-    from aiayn.modeldir import write_json
-
+    counts = old.get("pairs") if isinstance(old.get("pairs"), dict) else {}
+    stats = {"pairs": {**counts, **{name: len(p) for name, p in pairs_by_split.items()}}}
     write_json(out / "stats.json", stats)
     return stats
 
@@ -440,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--src-lang", default="de", help="with 'files': source language suffix")
     p.add_argument("--tgt-lang", default="en", help="with 'files': target language suffix")
+    p.add_argument(
+        "--force", action="store_true", help="with 'files': replace splits --out already holds"
+    )
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("train", help="train (or resume) a model from a TOML config")

@@ -1,14 +1,21 @@
-"""The one error type for what a user can fix, and the helpers that name the file it concerns.
+"""The one error type for what a user can fix, and the file helpers that name the file.
 
 ``UserError`` is raised for bad input of any kind: a file, a line, a field, a flag. Its message
 names where the problem is and what is allowed; the command line prints it as one line and
 exits non-zero (a traceback only with ``--debug``). It subclasses ``ValueError``, so callers
 of the library that catch ``ValueError`` keep working.
+
+Reading: ``read_text`` / ``decode_utf8`` / ``read_json`` name the file, line and column of
+bytes that are not UTF-8 or JSON. Writing: ``atomic_write`` replaces a file all or nothing and
+names the path and the cause (no space, no permission, a read-only disk) when it cannot.
+Standard library only, so that every layer can use it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +81,62 @@ def read_json_object(path: Path, what: str = "JSON file") -> dict:
     return data
 
 
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(tmp_path)``, fsync, then rename over ``path``: all or nothing.
+
+    A failure (no space, no permission, a read-only disk, ...) removes the temporary file and
+    raises ``UserError`` naming ``path`` and the cause; ``path`` keeps its previous content.
+    """
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        write(Path(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {_cause(e)}") from e
+    except RuntimeError as e:  # torch.save reports a failed write as RuntimeError
+        raise UserError(f"cannot write {path}: {_cause(e, path.parent)}") from e
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _cause(error: BaseException, directory: Path | None = None) -> str:
+    """What went wrong in a write, in words: the OS's reason, found also when a library
+    wrapped it (torch.save's "file write failed"), or the free space left."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    if directory is not None:
+        try:
+            stat = os.statvfs(directory)
+            if stat.f_bavail * stat.f_frsize < 1 << 20:
+                return "No space left on device"
+        except OSError:
+            pass
+    line = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+    return line[:200]
+
+
 __all__ = [
     "TrainingInterrupted",
+    "atomic_write",
     "UserError",
     "decode_utf8",
     "describe_os_error",

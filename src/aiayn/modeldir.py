@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ from safetensors.torch import save as save_bytes
 from torch import nn
 
 from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
-from aiayn.errors import UserError, read_json, read_json_object
+from aiayn.errors import UserError, atomic_write, read_json, read_json_object
 from aiayn.model import build_model
 
 CONFIG_FILE = "config.json"
@@ -39,59 +37,6 @@ WEIGHTS_FILE = "model.safetensors"
 RUN_FILE = "run.json"
 HASH_KEY = "sha256"  # config.json: {"model": {...}, "sha256": {"model.safetensors": HEX}}
 CONFIG_METADATA_KEY = "aiayn_config"  # safetensors metadata: the architecture, as JSON
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp_path)``, fsync, then rename over ``path``: all or nothing.
-
-    A failure (no space, no permission, a read-only disk, ...) removes the temporary file and
-    raises ``UserError`` naming ``path`` and the cause; ``path`` keeps its previous content.
-    """
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        write(Path(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {_cause(e)}") from e
-    except RuntimeError as e:  # torch.save reports a failed write as RuntimeError
-        raise UserError(f"cannot write {path}: {_cause(e, path.parent)}") from e
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
-def _cause(error: BaseException, directory: Path | None = None) -> str:
-    """What went wrong in a write, in words: the OS's reason, found also when a library
-    wrapped it (torch.save's "file write failed"), or the free space left."""
-    seen = error
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror
-        seen = seen.__cause__ or seen.__context__
-    if directory is not None:
-        try:
-            stat = os.statvfs(directory)
-            if stat.f_bavail * stat.f_frsize < 1 << 20:
-                return "No space left on device"
-        except OSError:
-            pass
-    line = (str(error).strip().splitlines() or [type(error).__name__])[-1]
-    return line[:200]
 
 
 def write_json(path: Path, data: Any) -> None:
