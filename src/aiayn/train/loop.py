@@ -76,9 +76,9 @@ class Trainer:
         self.progress = progress and self.ctx.is_main
         self.stop, self.stop_everywhere = StopSignals(), False
         self.lock = RunLock(self.out_dir)
-        check_run_directory(self.out_dir)
         created = not self.out_dir.exists()
         if self.ctx.is_main:  # before anything is written: one training per directory
+            check_run_directory(self.out_dir)
             self.lock.acquire()
         try:
             self._prepare()

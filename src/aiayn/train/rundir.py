@@ -29,15 +29,9 @@ from aiayn.errors import UserError
 from aiayn.modeldir import write_text
 
 LOCK_FILE = "train.lock"
-# what a run directory holds (an empty directory is fine too; anything else is not a run)
-RUN_MARKERS = (
-    "run.json",
-    "checkpoints",
-    "metrics.jsonl",
-    LOCK_FILE,
-    "tokenizer.model",
-    "tokenizer.json",
-)
+# what only a run directory holds, and what training writes into one
+RUN_MARKERS = ("run.json", "checkpoints", "metrics.jsonl", LOCK_FILE)
+RUN_OUTPUTS = ("model", "best", "curves.png")  # (a tokenizer put there is used, not replaced)
 _TEMP = re.compile(r"^\..+\.tmp$")  # aiayn.modeldir.atomic_write's temporary files
 
 
@@ -174,8 +168,8 @@ class StopSignals:
 
 
 def check_run_directory(directory: Path) -> None:
-    """Refuse to train into a directory that holds something other than a training run: a
-    model directory (its files would be replaced) or any other non-empty folder."""
+    """Refuse to train into a directory whose files training would replace without it being a
+    run: a model directory, or a folder that holds a model/, best/ or curves.png."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise UserError(f"{directory}: is a file, not a run directory")
@@ -187,12 +181,14 @@ def check_run_directory(directory: Path) -> None:
             f"{directory} is a model directory, not a training run: train into another "
             f'directory, with train.init_from = "{directory}" to start from this model'
         )
-    if not names or names & set(RUN_MARKERS):
+    if names & set(RUN_MARKERS):
         return
-    raise UserError(
-        f"{directory} is not empty and holds no training run ({', '.join(sorted(names)[:3])}"
-        f"{', ...' if len(names) > 3 else ''}); train into a new or empty directory"
-    )
+    clash = sorted(names & set(RUN_OUTPUTS))
+    if clash:
+        raise UserError(
+            f"{directory} holds no training run, but {', '.join(clash)}, which training would "
+            "replace; train into a new or empty directory"
+        )
 
 
 def remove_temp_files(directory: Path) -> list[Path]:
