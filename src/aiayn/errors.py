@@ -77,7 +77,9 @@ def read_json_object(path: Path, what: str = "JSON file") -> dict:
     """Like ``read_json``, for a file that must hold a JSON object."""
     data = read_json(path, what)
     if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        kinds = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+        got = kinds.get(type(data), "a number")
+        raise UserError(f"{path}: expected a JSON object {{...}}, got {got}")
     return data
 
 

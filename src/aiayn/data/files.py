@@ -174,6 +174,14 @@ def load_split(
     corpus_dir = Path(corpus_dir)
     paths = [corpus_dir / f"{split}.{lang}.gz" for lang in (src_lang, tgt_lang)]
     for path in paths:
+        have = sorted(
+            p.name[: -len(f".{src_lang}.gz")] for p in corpus_dir.glob(f"*.{src_lang}.gz")
+        )
+        if not path.is_file() and have:
+            raise FileNotFoundError(
+                f"{path} not found: {corpus_dir} has no split {split!r} in {src_lang}-{tgt_lang} "
+                f"(its {src_lang} splits: {', '.join(have)})"
+            )
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path} not found; build the corpus with `aiayn prepare {corpus_dir.name}` "
