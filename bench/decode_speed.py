@@ -26,6 +26,7 @@ from aiayn.data.parallel import load_texts  # noqa: E402
 from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer  # noqa: E402
 from aiayn.infer.beam import beam_decode, beam_search  # noqa: E402
 from aiayn.infer.greedy import greedy_decode  # noqa: E402
+from aiayn.infer.sampling import row_generators, sample_decode  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
 from common import write_result  # noqa: E402
 from peers import marian_from  # noqa: E402
@@ -133,6 +134,9 @@ def main() -> None:
         "greedy, KV cache": lambda s: greedy_decode(model, s),
         "greedy, no cache": lambda s: greedy_no_cache(model, s),
         "greedy, Marian": lambda s: marian_generate(peer, s, 1),
+        "sampling T=1, KV cache": lambda s: sample_decode(
+            model, s, 1.0, generators=row_generators(0, range(len(s)))
+        ),
         "beam 4, KV cache": lambda s: beam_decode(model, s, beam=4),
         "beam 4 early stop, KV cache": lambda s: beam_decode(model, s, beam=4, early_stop=True),
         "beam 4, no cache": lambda s: beam_no_cache(model, s, beam=4),

@@ -232,13 +232,49 @@ def _search_options(args: argparse.Namespace) -> dict:
     )
 
 
+def _sampling_option(args: argparse.Namespace):
+    """The validated ``Sampling`` of ``translate --sample``; None without --sample."""
+    import math
+
+    from aiayn.infer.sampling import Sampling
+
+    given = [f for f in ("temperature", "top_k", "top_p", "seed") if getattr(args, f) is not None]
+    if not args.sample:
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} needs --sample")
+        return None
+    if args.beam != 1:
+        raise ValueError(f"--sample draws one token at a time: use it without --beam ({args.beam})")
+    if args.early_stop:
+        raise ValueError("--early-stop is for beam search: use it without --sample")
+    temperature = 1.0 if args.temperature is None else args.temperature
+    if not (temperature >= 0 and math.isfinite(temperature)):
+        raise ValueError(
+            f"--temperature must be a finite number >= 0 (0 = greedy), got {temperature}"
+        )
+    if args.top_k is not None and args.top_k < 1:
+        raise ValueError(
+            f"--top-k must be >= 1 (leave it out for no top-k filter), got {args.top_k}"
+        )
+    top_p = 1.0 if args.top_p is None else args.top_p
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"--top-p must be in (0, 1] (1 = no nucleus filter), got {top_p}")
+    seed = 0 if args.seed is None else args.seed
+    if seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {seed}")
+    return Sampling(temperature, args.top_k, top_p, seed)
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
     from aiayn.infer.translate import translate
 
-    if args.nbest > args.beam:
-        raise UserError(f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam})")
+    options = {**_search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
+    if options["sampling"] is None and args.nbest > args.beam:
+        raise UserError(
+            f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam}); with --sample, "
+            "--nbest N draws N samples"
+        )
     model, tokenizer = _load(args.model_dir, "translate")
-    options = {**_search_options(args), "nbest": args.nbest}
     total, seconds, produced = 0, 0.0, 0.0
     lines_in = _stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
@@ -247,7 +283,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
             break
         _warn_unknown_characters(tokenizer, lines, f"stdin lines {total + 1}-{total + len(lines)}")
         stats: dict = {}
-        results = translate(model, tokenizer, lines, stats=stats, **options)
+        results = translate(model, tokenizer, lines, stats=stats, first_index=total, **options)
         _warn_truncated(stats.get("truncated", []), total, model.config.max_len)
         for i, n_best in enumerate(results):
             if args.nbest == 1:
@@ -381,6 +417,25 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    import dataclasses
+
+    from aiayn.serve.config import ServeConfig
+
+    try:
+        from aiayn.serve.server import model_specs, run_server
+    except ImportError as e:
+        raise RuntimeError(
+            f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
+        ) from None
+    config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
+
+
 def int_range(low: int, high: int | None = None):
     """An argparse ``type``: an integer in [low, high] (no upper bound when ``high`` is None)."""
     allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
@@ -497,10 +552,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_dir")
     _add_search_arguments(p)
     p.add_argument(
-        "--nbest", type=int_range(1), default=1, help="print N hypotheses: index, score, text"
+        "--nbest",
+        type=int_range(1),
+        default=1,
+        help="print N hypotheses (with --sample: N samples, in the order drawn) per sentence "
+        "as index<TAB>score<TAB>text; the score is the beam score (log P / length penalty), "
+        "or for a sample its log-probability under the model (temperature 1, unfiltered)",
     )
     p.add_argument(
         "--chunk", type=int_range(1), default=2000, help="lines read and sorted at a time"
+    )
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample each token from softmax(logits / T) instead of searching (Phuong & "
+        "Hutter Algorithm 15); reproducible: line i's samples depend on --seed and i only",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float_range(0.0),
+        help="with --sample: T >= 0 (default 1; 0 = greedy)",
+    )
+    p.add_argument(
+        "--top-k", type=int_range(1), help="with --sample: keep the K most likely tokens (>= 1)"
+    )
+    p.add_argument(
+        "--top-p",
+        type=float_range(0.0, 1.0, low_open=True),
+        help="with --sample: keep the most likely tokens up to mass P, in (0, 1]",
+    )
+    p.add_argument(
+        "--seed",
+        type=int_range(0, 2**63 - 1),
+        help="with --sample: random seed (default 0)",
     )
     _add_stdin_arguments(p)
     p.set_defaults(func=cmd_translate)
@@ -555,6 +639,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int_range(0), default=5, help="sample translations to print")
     _add_search_arguments(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("serve", help="serve models over HTTP (LibreTranslate and OpenAI APIs)")
+    p.add_argument("model_dir", nargs="+", help="model directories to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int_range(0, 65535), default=8000)
+    p.add_argument("--name", action="append", help="name of each model, in order (default: dir)")
+    p.add_argument("--languages", action="append", help="of each model, in order: SRC-TGT or LANG")
+    p.add_argument(
+        "--threads", type=int_range(0), default=0, help="torch threads (0 = torch's default)"
+    )
+    from aiayn.serve.config import ServeConfig
+
+    for name, (default, text) in ServeConfig.flags().items():
+        p.add_argument(
+            "--" + name.replace("_", "-"), type=type(default), default=default, help=text
+        )
+    p.set_defaults(func=cmd_serve)
     return parser
 
 
@@ -625,7 +726,10 @@ def _print_warning(message, category, filename, lineno, file=None, line=None, co
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a bad flag (one line on stderr already)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     args.argv = list(sys.argv[1:] if argv is None else argv)
     debug = getattr(args, "debug", False) or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
     with warnings.catch_warnings():

@@ -88,41 +88,20 @@ def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attenti
     With ``self_attention``, also writes ``*-encoder.png`` and ``*-decoder.png`` beside it.
     Returns the path of the cross-attention PNG.
     """
-    import torch
+    from aiayn.infer.attention import translation_attention
 
-    from aiayn.data.tokenizer import BOS, EOS
-    from aiayn.infer.greedy import greedy_decode
-
-    src_ids = tokenizer.encode([sentence])[0]
-    if len(src_ids) > model.config.max_len - 1:
-        import warnings
-
-        warnings.warn(
-            f"the sentence is longer than the model's max_len ({model.config.max_len} tokens); "
-            f"only its first {model.config.max_len - 1} tokens are shown",
-            stacklevel=2,
-        )
-    src_ids = src_ids[: model.config.max_len - 1] + [EOS]
-    src = torch.tensor([src_ids])
-    hyp = [t for t in greedy_decode(model, src)[0].tolist() if t != 0]
-    tgt_in = torch.tensor([[BOS] + hyp[:-1]])  # row i predicts hyp[i]
-    record: dict = {}
-    with torch.no_grad():
-        model(src, tgt_in, attention=record)
-    piece = tokenizer.piece
-    src_labels = [piece(t) for t in src_ids]
-    out_labels = [piece(t) for t in hyp]
-    in_labels = [piece(t) for t in tgt_in[0].tolist()]
-    translation = tokenizer.decode([hyp])[0]
+    att = translation_attention(model, tokenizer, sentence)
+    src_labels, out_labels, in_labels = att.source, att.output, att.decoder_input
+    translation = att.translation
     png_path = Path(png_path)
-    maps = [w[0].numpy() for w in record["cross"]]
+    maps = [w.numpy() for w in att.cross]
     _heatmap_grid(
         maps, src_labels, out_labels, f"cross-attention: {sentence} -> {translation}", png_path
     )
     if self_attention:
         stem = png_path.with_suffix("")
-        enc = [w[0].numpy() for w in record["encoder"]]
+        enc = [w.numpy() for w in att.encoder]
         _heatmap_grid(enc, src_labels, src_labels, "encoder self-attention", f"{stem}-encoder.png")
-        dec = [w[0].numpy() for w in record["decoder_self"]]
+        dec = [w.numpy() for w in att.decoder_self]
         _heatmap_grid(dec, in_labels, in_labels, "decoder self-attention", f"{stem}-decoder.png")
     return png_path

@@ -44,6 +44,24 @@ def load_classifier(model_dir: Path):
 
 
 @torch.no_grad()
+def classify_texts(
+    model, tokenizer, texts: list[str], batch_size: int = 64, where: str = ""
+) -> Tensor:
+    """Class probabilities (N, C) of ``texts`` under one classifier, batch by batch.
+
+    Texts longer than the model's ``max_len`` are truncated, with a warning naming ``where``.
+    """
+    ids = encode_texts(tokenizer, texts, model.config.max_len, where or "classify")
+    return torch.cat(
+        [
+            model.classify(pad(ids[i : i + batch_size])).softmax(-1)  # (B, C)
+            for i in range(0, len(ids), batch_size)
+        ]
+        or [torch.empty(0, model.config.n_classes)]
+    )
+
+
+@torch.no_grad()
 def class_probabilities(
     model_dirs: list[Path], texts: list[str], batch_size: int = 64
 ) -> tuple[list[str], Tensor]:
@@ -71,13 +89,6 @@ def class_probabilities(
                 f"<unk>: {shown}",
                 stacklevel=2,
             )
-        ids = encode_texts(tokenizer, texts, model.config.max_len, str(model_dir))
-        probs = torch.cat(
-            [
-                model.classify(pad(ids[i : i + batch_size])).softmax(-1)  # (B, C)
-                for i in range(0, len(ids), batch_size)
-            ]
-            or [torch.empty(0, len(labels))]
-        )
+        probs = classify_texts(model, tokenizer, texts, batch_size, str(model_dir))  # (N, C)
         total = probs if total is None else total + probs
     return labels, total / len(model_dirs)

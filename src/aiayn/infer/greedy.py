@@ -1,5 +1,5 @@
-"""Greedy decoding for the encoder-decoder, with the KV cache (Phuong & Hutter 2022, Alg. 14
-with temperature -> 0)."""
+"""Greedy decoding for the encoder-decoder, with the KV cache: Phuong & Hutter 2022,
+Algorithm 15 (EDInference) in the limit temperature -> 0 (``sampling.sample_decode`` samples)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ def greedy_decode(
     model, src: Tensor, max_len_offset: int = 50, max_len: int | None = None
 ) -> Tensor:
     """Most likely next token at each step until eos; (B, S) sources to (B, L) token ids.
+
+    Phuong & Hutter 2022, Algorithm 15 in the limit temperature -> 0.
 
     Each sentence stops at its own source length + ``max_len_offset`` (Vaswani et al. 2017
     §6.1), or at ``max_len``. A finished sentence leaves the batch (its rows of the KV cache

@@ -15,7 +15,10 @@ from torch import Tensor, nn
 def attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: float = 0.0
 ) -> tuple[Tensor, Tensor]:
-    """softmax(Q K^T / sqrt(d_k)) V, written out (Vaswani et al. 2017 eq. 1; Alg. 3).
+    """softmax(Q K^T / sqrt(d_k)) V, written out (Vaswani et al. 2017 eq. 1).
+
+    Phuong & Hutter 2022, Algorithm 3 for each query row, Algorithm 4 (Attention with a
+    Mask from ``aiayn.model.masks``) for all of them at once, batched over heads.
 
     The slow, explicit path: used when attention weights are requested, and as the reference
     that the fused path is tested against. ``mask`` is bool, True = may attend.

@@ -12,7 +12,7 @@ from aiayn.model.attention import KVCache, MultiHeadAttention
 
 
 class TokenEmbedding(nn.Module):
-    """Token embedding scaled by sqrt(d_model) (Vaswani et al. 2017 §3.4; Alg. 1).
+    """Token embedding scaled by sqrt(d_model) (Vaswani et al. 2017 §3.4; P&H 2022 Algorithm 1).
 
     The scale applies whatever the positional encoding, learned or sinusoidal.
     """
@@ -28,7 +28,10 @@ class TokenEmbedding(nn.Module):
 
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (§3.5; Alg. 2). (L, D)."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (§3.5). (L, D).
+
+    Phuong & Hutter 2022 name this table as the alternative to Algorithm 2's learned one.
+    """
     pos = torch.arange(length, dtype=torch.float64)[:, None]  # (L, 1)
     i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
     angle = pos / torch.pow(10000.0, i / d_model)  # (L, ceil(D/2))
@@ -39,7 +42,7 @@ def sinusoidal_table(length: int, d_model: int) -> Tensor:
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sinusoidal positions added to the embeddings (Vaswani et al. 2017 §3.5; Alg. 2).
+    """Fixed sinusoidal positions added to the embeddings (Vaswani §3.5; P&H Algorithm 2).
 
     Not a parameter and not saved; the table grows on demand past ``max_len``.
     """
@@ -57,7 +60,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEncoding(nn.Module):
-    """Learned position embeddings (Vaswani et al. 2017 §3.5, Table 3 row E; Alg. 2)."""
+    """Learned position embeddings (Vaswani et al. 2017 Table 3 row E; P&H 2022 Algorithm 2)."""
 
     def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
@@ -75,7 +78,11 @@ class LearnedPositionalEncoding(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network max(0, x W1 + b1) W2 + b2 (§3.3)."""
+    """Position-wise feed-forward network max(0, x W1 + b1) W2 + b2 (§3.3).
+
+    ReLU as in Vaswani et al.; ``activation="gelu"`` gives the GELU of Phuong & Hutter 2022,
+    Algorithms 9 and 10.
+    """
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu") -> None:
         super().__init__()
@@ -93,7 +100,8 @@ class EncoderLayer(nn.Module):
     Post-LN (the paper): x = LayerNorm(x + Dropout(Sublayer(x))). Pre-LN (``norm_first``):
     x = x + Dropout(Sublayer(LayerNorm(x))): the norm sees the sub-layer input only; the raw
     residual stream is added back. With a causal mask this is also the decoder-only block
-    (Phuong & Hutter 2022, Algorithm 10).
+    (Phuong & Hutter 2022, Algorithm 10). The layer normalisation is ``torch.nn.LayerNorm``
+    (Phuong & Hutter 2022, Algorithm 6; Ba et al. 2016), over each position's D features.
     """
 
     def __init__(
@@ -138,7 +146,8 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder output, feed-forward (§3.1).
 
-    Same residual/normalisation scheme as ``EncoderLayer``, with a third sub-layer.
+    Same residual/normalisation scheme as ``EncoderLayer``, with a third sub-layer; its
+    layer normalisation is ``torch.nn.LayerNorm`` (Phuong & Hutter 2022, Algorithm 6).
     """
 
     def __init__(

@@ -1,5 +1,8 @@
 """The one place attention masks are built.
 
+The Mask of Phuong & Hutter 2022, Algorithm 4: bidirectional (``padding_mask``: every
+real token) or unidirectional (``causal_mask``: no token sees a later one).
+
 Convention: boolean tensors, ``True`` = this query may attend to this key (and, for token
 masks, ``True`` = real token). Masks broadcast to ``(B, H, T_q, T_k)`` and go straight into
 ``torch.nn.functional.scaled_dot_product_attention``; no additive -1e9 constants, which
@@ -19,6 +22,8 @@ def token_mask(tokens: Tensor, pad_id: int) -> Tensor:
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Key-padding mask (Vaswani et al. 2017 §3.2.3): every query may see every real key.
+
+    The bidirectional Mask of Phuong & Hutter 2022, Algorithm 4, restricted to real tokens.
 
     Returns (B, 1, 1, S); rows whose keys are all padding attend to all keys instead, so that
     a fully padded sequence gives finite (and ignored) outputs rather than NaN.

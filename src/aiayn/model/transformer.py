@@ -241,7 +241,9 @@ class EncoderDecoder(nn.Module):
 
         With ``state``, ``tgt`` holds only the new tokens and the keys/values of earlier ones
         come from the cache; ``src_mask`` defaults to the state's. With ``select`` (bool, B, T)
-        only the selected positions are unembedded: logits (n, V), in row-major order.
+        only the selected positions are unembedded: logits (n, V), in row-major order. The
+        unembedding is Phuong & Hutter 2022, Algorithm 7 without its softmax (left to the
+        loss or the decoder), its weights tied to the embedding by default (§3.4).
         """
         pad = self.config.pad_id
         if state is None:
@@ -304,20 +306,28 @@ class EncoderOnly(nn.Module):
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
     ) -> Tensor:
-        """Masked-LM logits (B, T, V); (n, V) for the positions of ``select`` (B, T) only."""
+        """Masked-LM logits (B, T, V); (n, V) for the positions of ``select`` (B, T) only.
+
+        The last step is the unembedding (Phuong & Hutter 2022, Algorithm 7, softmax left out).
+        """
         h = _selected(self.encode(tokens, attention), select)  # (B, T, D) or (n, D)
         h = self.mlm_norm(F.gelu(self.mlm_dense(h)))
         return self.unembed(h)  # (B, T, V) or (n, V)
 
     def pool(self, h: Tensor, tokens: Tensor) -> Tensor:
-        """Pool states (B, T, D) over real tokens: max (padding never wins), mean, or first."""
+        """Pool states (B, T, D) over real tokens: max (padding never wins), mean, or first.
+
+        A row with no real token (all padding) pools to zeros whatever the pooling, so
+        that it stays finite in training and evaluation.
+        """
         real = masks.token_mask(tokens, self.config.pad_id)[..., None]  # (B, T, 1)
         if self.config.pooling == "first":
-            return h[:, 0]  # (B, D)
-        if self.config.pooling == "mean":
-            return (h * real).sum(1) / real.sum(1).clamp(min=1)  # (B, D)
-        lowest = torch.finfo(h.dtype).min
-        return h.masked_fill(~real, lowest).amax(dim=1)  # (B, D)
+            pooled = h[:, 0]  # (B, D)
+        elif self.config.pooling == "mean":
+            pooled = (h * real).sum(1) / real.sum(1).clamp(min=1)  # (B, D)
+        else:
+            pooled = h.masked_fill(~real, torch.finfo(h.dtype).min).amax(dim=1)  # (B, D)
+        return pooled.masked_fill(~real.any(dim=1), 0.0)  # (B, D)
 
     def classify(self, tokens: Tensor, attention: AttentionRecord | None = None) -> Tensor:
         """Class logits (B, C) for token sequences (B, T)."""
@@ -351,7 +361,8 @@ class DecoderOnly(nn.Module):
         select: Tensor | None = None,
     ) -> Tensor:
         """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only;
-        (n, V) for the positions of ``select`` (B, T) only."""
+        (n, V) for the positions of ``select`` (B, T) only. The last step is the unembedding
+        (Phuong & Hutter 2022, Algorithm 7, softmax left out)."""
         pad = self.config.pad_id
         if state is None:
             offset, mask = 0, masks.causal_padding_mask(tokens, pad)  # (B, 1, T, T)

@@ -1,0 +1,72 @@
+"""The attention weights behind one translation, for plots and for the server's page.
+
+Vaswani et al. 2017 §3.2: every layer's heads weigh the keys of their query; here the
+weights of the encoder's self-attention, the decoder's masked self-attention and the
+decoder's attention over the encoder output (cross-attention), for the translation that
+``aiayn translate`` gives the sentence.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aiayn.data.tokenizer import BOS, EOS, SPECIALS
+from aiayn.infer.translate import search
+
+
+@dataclass
+class AttentionMap:
+    """One sentence's translation and its attention weights, per layer (H, T_q, T_k)."""
+
+    source: list[str]  # source pieces (S), ending with eos
+    output: list[str]  # generated pieces (T): output[i] is predicted at decoder position i
+    decoder_input: list[str]  # (T) bos + output[:-1]
+    translation: str
+    encoder: list[Tensor]  # per layer (H, S, S)
+    decoder_self: list[Tensor]  # per layer (H, T, T)
+    cross: list[Tensor]  # per layer (H, T, S)
+
+
+def token_pieces(tokenizer, ids: list[int]) -> list[str]:
+    """The vocabulary piece of each id (sentencepiece pieces, or characters)."""
+    if hasattr(tokenizer, "sp"):
+        return [tokenizer.sp.id_to_piece(i) for i in ids]
+    n = len(SPECIALS)
+    return [SPECIALS[i] if i < n else tokenizer.chars[i - n] for i in ids]
+
+
+@torch.no_grad()
+def translation_attention(
+    model, tokenizer, sentence: str, beam: int = 1, lenpen: float = 0.6, max_len_offset: int = 50
+) -> AttentionMap:
+    """Translate ``sentence`` (greedy, or beam search with ``beam`` > 1) and return the
+    attention weights of the teacher-forced pass over that translation."""
+    if model.config.family != "encoder-decoder":
+        raise ValueError(f"attention maps need an encoder-decoder model, not {model.config.family}")
+    model.eval()
+    src_ids = tokenizer.encode([sentence])[0]
+    if len(src_ids) > model.config.max_len - 1:
+        warnings.warn(
+            f"the sentence is longer than the model's max_len ({model.config.max_len} tokens); "
+            f"only its first {model.config.max_len - 1} tokens are read",
+            stacklevel=2,
+        )
+    src_ids = src_ids[: model.config.max_len - 1] + [EOS]
+    src = torch.tensor([src_ids])  # (1, S)
+    hyp = search(model, src, beam, lenpen, max_len_offset)[0][0].tokens
+    tgt_in = torch.tensor([[BOS] + hyp[:-1]])  # (1, T): row i predicts hyp[i]
+    record: dict = {}
+    model(src, tgt_in, attention=record)
+    return AttentionMap(
+        source=token_pieces(tokenizer, src_ids),
+        output=token_pieces(tokenizer, hyp),
+        decoder_input=token_pieces(tokenizer, tgt_in[0].tolist()),
+        translation=tokenizer.decode([hyp])[0],
+        encoder=[w[0] for w in record["encoder"]],
+        decoder_self=[w[0] for w in record["decoder_self"]],
+        cross=[w[0] for w in record["cross"]],
+    )

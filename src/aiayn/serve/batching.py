@@ -1,0 +1,149 @@
+"""Dynamic batching: one queue and one worker thread per model.
+
+Requests put jobs (a list of items and the function that computes them) into their model's
+queue; the worker takes the oldest job, waits at most ``max_wait`` seconds for more jobs with
+the same key (the same task and decoding options), runs their items as one call, and hands
+each job its share of the results. Inference thus runs off the event loop, one batch at a
+time per model; the functions it calls decide how a batch is sorted and cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class QueueFull(Exception):
+    """The model's queue holds ``max_pending`` jobs already."""
+
+
+class QueueClosed(Exception):
+    """The server is shutting down and takes no new work."""
+
+
+@dataclass(eq=False)
+class Job:
+    """Items to compute with ``run`` (items -> one result per item).
+
+    Jobs with the same ``key`` may share a call of ``run``; ``key`` None runs alone.
+    """
+
+    items: list
+    run: Callable[[list], list]
+    key: Hashable | None
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    cancelled: bool = False
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+def _resolve(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class BatchQueue:
+    """A bounded job queue for one model, served by one worker thread."""
+
+    def __init__(
+        self,
+        name: str,
+        max_batch: int = 64,
+        max_wait: float = 0.005,
+        max_pending: int = 256,
+        on_batch: Callable[[int, int, float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.max_batch, self.max_wait, self.max_pending = max_batch, max_wait, max_pending
+        self.on_batch = on_batch  # (items, jobs, seconds) of every batch run
+        self._pending: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._work, name=f"batch-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def depth(self) -> int:
+        """Jobs waiting (not yet taken by the worker)."""
+        return len(self._pending)
+
+    def submit(
+        self, items: list, run: Callable[[list], list], key: Hashable | None = None
+    ) -> tuple[Job, asyncio.Future]:
+        """Queue a job from the event loop; its future receives the list of results."""
+        loop = asyncio.get_running_loop()
+        job = Job(items, run, key, loop.create_future(), loop)
+        with self._cond:
+            if self._closed:
+                raise QueueClosed(f"model {self.name} is shutting down")
+            if len(self._pending) >= self.max_pending:
+                raise QueueFull(f"model {self.name} has {self.max_pending} requests waiting")
+            self._pending.append(job)
+            self._cond.notify()
+        return job, job.future
+
+    def close(self, timeout: float | None = None) -> None:
+        """Take no new jobs; the worker finishes those queued, then stops."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def _take(self) -> list[Job] | None:
+        """The next batch: the oldest live job and later ones with its key (None: closed)."""
+        with self._cond:
+            while True:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return None
+                first = self._pending.popleft()
+                if not first.cancelled:
+                    break
+            batch, size = [first], len(first.items)
+            if first.key is None:
+                return batch
+            deadline = time.monotonic() + self.max_wait
+            while size < self.max_batch:
+                for job in list(self._pending):
+                    if job.cancelled:
+                        self._pending.remove(job)
+                    elif job.key == first.key and size + len(job.items) <= self.max_batch:
+                        self._pending.remove(job)
+                        batch.append(job)
+                        size += len(job.items)
+                left = deadline - time.monotonic()
+                if size >= self.max_batch or left <= 0 or self._closed:
+                    break
+                self._cond.wait(left)
+            return batch
+
+    def _work(self) -> None:
+        while (batch := self._take()) is not None:
+            items = [item for job in batch for item in job.items]
+            start = time.perf_counter()
+            try:
+                results, error = batch[0].run(items), None
+                if len(results) != len(items):
+                    raise RuntimeError(f"{len(results)} results for {len(items)} items")
+            except Exception as e:  # the requests get the error; the worker goes on
+                results, error = None, e
+            if self.on_batch is not None:
+                self.on_batch(len(items), len(batch), time.perf_counter() - start)
+            offset = 0
+            for job in batch:
+                share = None if error else results[offset : offset + len(job.items)]
+                offset += len(job.items)
+                try:
+                    job.loop.call_soon_threadsafe(_resolve, job.future, share, error)
+                except RuntimeError:  # the event loop is gone (shutdown)
+                    pass

@@ -1,0 +1,59 @@
+"""The server's limits and batching settings: a frozen, validated dataclass."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from aiayn.config import _check_float, _check_int
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Every limit the server enforces; each has a ``aiayn serve`` flag of the same name.
+
+    ``max_batch`` 1 turns dynamic batching off (every request decoded alone).
+    """
+
+    max_body_bytes: int = 1_000_000  # request body size (413 above)
+    max_texts: int = 64  # texts per request (422 above)
+    max_chars: int = 2000  # characters per text (422 above)
+    max_new_tokens: int = 512  # largest max_tokens of a completion
+    max_beam: int = 8  # largest beam size
+    queue_size: int = 256  # requests waiting per model (503 with Retry-After above)
+    timeout: float = 60.0  # seconds a request may wait and run (504 after)
+    batch_wait_ms: float = 5.0  # how long a batch waits for more requests
+    max_batch: int = 64  # texts per batched decode
+    beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
+
+    @classmethod
+    def flags(cls) -> dict[str, tuple]:
+        """{field: (default, help)} for the command line."""
+        helps = {
+            "max_body_bytes": "largest request body in bytes (413 above)",
+            "max_texts": "texts per request (422 above)",
+            "max_chars": "characters per text (422 above)",
+            "max_new_tokens": "largest max_tokens of a completion",
+            "max_beam": "largest beam size a request may ask for",
+            "queue_size": "requests waiting per model (503 with Retry-After above)",
+            "timeout": "seconds a request may wait and run (504 after)",
+            "batch_wait_ms": "how long a batch waits for more requests (milliseconds)",
+            "max_batch": "texts per batched decode (1 = no batching)",
+            "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
+        }
+        return {
+            f.name: (f.default, f"{helps[f.name]}; default {f.default}")
+            for f in dataclasses.fields(cls)
+        }
+
+    def __post_init__(self) -> None:
+        _check_int("max_body_bytes", self.max_body_bytes, 1024)
+        _check_int("max_texts", self.max_texts, 1)
+        _check_int("max_chars", self.max_chars, 1)
+        _check_int("max_new_tokens", self.max_new_tokens, 1)
+        _check_int("max_beam", self.max_beam, 1, 64)
+        _check_int("queue_size", self.queue_size, 1)
+        _check_float("timeout", self.timeout, 0.001, 86400.0)
+        _check_float("batch_wait_ms", self.batch_wait_ms, 0.0, 10000.0)
+        _check_int("max_batch", self.max_batch, 1)
+        _check_int("beam", self.beam, 1, self.max_beam)

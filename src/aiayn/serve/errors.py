@@ -1,0 +1,156 @@
+"""Errors as the clients of each API expect them; the body size limit and request metrics.
+
+LibreTranslate's routes answer ``{"error": "message"}``; every other route answers OpenAI's
+``{"error": {"message", "type", "param", "code"}}``. Each message names the field at fault.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages")
+
+
+class ServeError(Exception):
+    """An HTTP error with a message for the client; ``param`` names the field at fault."""
+
+    def __init__(
+        self, status: int, message: str, param: str | None = None, headers: dict | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.headers = status, message, param, headers
+
+
+def error_body(path: str, status: int, message: str, param: str | None = None) -> dict:
+    if path in LIBRETRANSLATE_PATHS:
+        return {"error": message}
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    if status == 503:
+        kind = "overloaded_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+def error_response(
+    path: str, status: int, message: str, param: str | None = None, headers: dict | None = None
+) -> JSONResponse:
+    return JSONResponse(error_body(path, status, message, param), status, headers=headers)
+
+
+def field_name(loc: tuple) -> str:
+    """("body", "q", 2) -> "q[2]"."""
+    name = ""
+    for part in loc:
+        if part in ("body", "query", "form") and not name:
+            continue
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name or "body"
+
+
+def validation_message(errors: list[dict]) -> tuple[int, str, str | None]:
+    """(status, message, first field) of pydantic errors: 400 for a body that is not JSON."""
+    if any(e.get("type") == "json_invalid" for e in errors):
+        ctx = next(e for e in errors if e.get("type") == "json_invalid").get("ctx", {})
+        return 400, f"body: not valid JSON ({ctx.get('error', 'parse error')})", "body"
+    parts = []
+    for e in errors:
+        name = field_name(tuple(e.get("loc", ())))
+        msg = e.get("msg", "invalid").removeprefix("Value error, ")
+        parts.append(f"{name}: {msg}")
+    return 422, "; ".join(parts), field_name(tuple(errors[0].get("loc", ()))) if errors else None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServeError)
+    async def _serve_error(request: Request, exc: ServeError):
+        return error_response(request.url.path, exc.status, exc.message, exc.param, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        status, message, param = validation_message(list(exc.errors()))
+        return error_response(request.url.path, status, message, param)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException):
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route {request.method} {request.url.path} (see /docs)"
+        return error_response(request.url.path, exc.status_code, detail, None, exc.headers)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` gets 413 before any route reads it.
+
+    The body is read here (up to the limit) and replayed to the application.
+    """
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        too_big = declared is not None and declared.isdigit() and int(declared) > self.max_bytes
+        chunks, size, more = [], 0, not too_big
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            too_big = size > self.max_bytes
+            if too_big:
+                break
+        if too_big:
+            response = error_response(
+                scope["path"],
+                413,
+                f"request body over {self.max_bytes} bytes (--max-body-bytes)",
+                "body",
+            )
+            return await response(scope, receive, send)
+        body, replayed = b"".join(chunks), False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
+class RequestMetrics:
+    """ASGI middleware counting requests and timing them, by route and status."""
+
+    def __init__(self, app, metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), [500]
+
+        async def record(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or "unmatched"
+            self.metrics.requests.labels(name, str(status[0])).inc()
+            self.metrics.latency.labels(name).observe(time.perf_counter() - start)

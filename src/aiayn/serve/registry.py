@@ -1,0 +1,205 @@
+"""The served models, their batching queues and the server's metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Hashable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from aiayn.serve.batching import BatchQueue, Job, QueueClosed, QueueFull
+from aiayn.serve.config import ServeConfig
+from aiayn.serve.errors import ServeError
+from aiayn.serve.models import ModelSpec, ServedModel
+
+log = logging.getLogger("aiayn.serve")
+
+TRANSLATOR, ENCODER, DECODER = "encoder-decoder", "encoder-only", "decoder-only"
+
+
+class Metrics:
+    """Request counts and latencies, batch sizes and queue depths (Prometheus text format)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "aiayn_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "aiayn_request_duration_seconds",
+            "HTTP request latency by route",
+            ["route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "aiayn_batch_texts",
+            "texts per batched model call",
+            ["model"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=self.registry,
+        )
+        self.batch_seconds = Histogram(
+            "aiayn_batch_duration_seconds",
+            "time of one batched model call",
+            ["model"],
+            registry=self.registry,
+        )
+        self.completions = Counter(
+            "aiayn_completions",
+            "completions by finish reason (cancelled: the client went away)",
+            ["model", "finish_reason"],
+            registry=self.registry,
+        )
+        self.completion_tokens = Counter(
+            "aiayn_completion_tokens", "tokens generated", ["model"], registry=self.registry
+        )
+        self.queue_depth = Gauge(
+            "aiayn_queue_depth", "requests waiting per model", ["model"], registry=self.registry
+        )
+
+    def completed(self, model: str, tokens: int, reason: str) -> None:
+        self.completions.labels(model, reason).inc()
+        self.completion_tokens.labels(model).inc(tokens)
+
+
+class Registry:
+    """Loads the models (in the background), then routes work to their queues."""
+
+    def __init__(self, specs: list[ModelSpec], config: ServeConfig) -> None:
+        names = [s.name for s in specs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"two models are named {duplicates[0]!r}: give each its own --name")
+        if not specs:
+            raise ValueError("no model to serve")
+        self.specs, self.config = specs, config
+        self.models: dict[str, ServedModel] = {}
+        self.queues: dict[str, BatchQueue] = {}
+        self.metrics = Metrics()
+        self.ready = threading.Event()
+        self.error: str | None = None
+        self.on_error: Callable[[str], None] | None = None
+
+    def load(self) -> None:
+        """Load every model and start its queue; on failure record the error."""
+        try:
+            for spec in self.specs:
+                model = ServedModel(spec)
+                log.info(
+                    "loaded %s (%s, %d parameters) from %s",
+                    spec.name,
+                    model.family,
+                    model.parameters,
+                    spec.path,
+                )
+                self.models[spec.name] = model
+                self.queues[spec.name] = self._queue(spec.name)
+        except Exception as e:  # noqa: BLE001 - reported by /health and the command
+            self.error = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+            log.error("could not load the models: %s", self.error)
+            if self.on_error is not None:
+                self.on_error(self.error)
+            return
+        self.ready.set()
+
+    def load_in_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self.load, name="load-models", daemon=True)
+        thread.start()
+        return thread
+
+    def _queue(self, name: str) -> BatchQueue:
+        c = self.config
+        size = self.metrics.batch_size.labels(name)
+        seconds = self.metrics.batch_seconds.labels(name)
+
+        def on_batch(items: int, jobs: int, duration: float) -> None:
+            size.observe(items)
+            seconds.observe(duration)
+
+        queue = BatchQueue(name, c.max_batch, c.batch_wait_ms / 1000, c.queue_size, on_batch)
+        self.metrics.queue_depth.labels(name).set_function(lambda: queue.depth)
+        return queue
+
+    def close(self) -> None:
+        for queue in self.queues.values():
+            queue.close(timeout=self.config.timeout)
+
+    def require_ready(self) -> None:
+        if not self.ready.is_set():
+            if self.error:
+                raise ServeError(500, f"the models failed to load: {self.error}")
+            raise ServeError(503, "the models are still loading", headers={"Retry-After": "2"})
+
+    def pick(self, name: str | None, family: str, route: str) -> ServedModel:
+        """The model a request names, or the only one of ``family``."""
+        self.require_ready()
+        if name is not None:
+            if name not in self.models:
+                raise ServeError(
+                    404, f"model {name!r} not found; served: {', '.join(self.models)}", "model"
+                )
+            model = self.models[name]
+            if model.family != family:
+                raise ServeError(
+                    422,
+                    f"model {name!r} is {model.family}; {route} needs an {family} model",
+                    "model",
+                )
+            return model
+        fits = [m for m in self.models.values() if m.family == family]
+        if route == "/v1/classify":
+            fits = [m for m in fits if m.is_classifier]
+        if len(fits) == 1:
+            return fits[0]
+        if not fits:
+            raise ServeError(404, f"no {family} model is served for {route}", "model")
+        raise ServeError(
+            422,
+            f"model: required, {len(fits)} models fit ({', '.join(m.name for m in fits)})",
+            "model",
+        )
+
+    def submit(
+        self,
+        model: ServedModel,
+        items: list,
+        run: Callable[[list], list],
+        key: Hashable | None = None,
+    ) -> tuple[Job, asyncio.Future]:
+        """Queue ``items`` on ``model``'s worker: (job, future of the results)."""
+        try:
+            return self.queues[model.name].submit(items, run, key)
+        except QueueFull as e:
+            raise ServeError(503, f"{e}; try again", headers={"Retry-After": "1"}) from None
+        except QueueClosed as e:
+            raise ServeError(503, str(e), headers={"Retry-After": "5"}) from None
+
+    async def run(
+        self,
+        model: ServedModel,
+        items: list,
+        run: Callable[[list], list],
+        key: Hashable | None = None,
+    ) -> list:
+        """Queue ``items`` on ``model``'s worker and await their results (with the timeout)."""
+        job, future = self.submit(model, items, run, key)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.config.timeout)
+        except TimeoutError:
+            job.cancelled = True
+            raise ServeError(
+                504, f"the request took over {self.config.timeout:g} s (--timeout)"
+            ) from None
+        except ValueError as e:
+            raise ServeError(422, str(e)) from None
+        except ServeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an inference error is the server's fault
+            log.exception("inference failed on %s", model.name)
+            raise ServeError(500, f"inference failed: {type(e).__name__}: {e}") from None

@@ -1,0 +1,176 @@
+"""Request and response bodies (pydantic): what each endpoint takes, with its ranges.
+
+The LibreTranslate and OpenAI shapes follow those APIs, so their clients work unchanged;
+fields they do not know are ignored. Server-wide limits (texts per request, characters per
+text, beam, new tokens) are checked in ``app`` against ``ServeConfig``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+
+Texts = str | list[str]
+
+
+class LibreTranslateRequest(BaseModel):
+    """LibreTranslate's ``/translate`` body (JSON or form-encoded)."""
+
+    q: Texts = Field(description="text to translate, or a list of texts")
+    source: str = Field("auto", description="source language code, or 'auto'")
+    target: str = Field(description="target language code")
+    format: Literal["text", "html"] = "text"
+    alternatives: int = Field(0, ge=0, description="alternative translations per text")
+    api_key: str | None = Field(None, description="accepted and ignored (no keys here)")
+
+
+class DetectRequest(BaseModel):
+    q: str = Field(description="text whose language to detect")
+    api_key: str | None = None
+
+
+class TranslateOptions(BaseModel):
+    beam: int = Field(1, ge=1, description="beam size (1 = greedy search)")
+    lenpen: float = Field(
+        0.6, ge=0.0, le=10.0, allow_inf_nan=False, description="GNMT length penalty alpha"
+    )
+    max_len_offset: int = Field(
+        50, ge=1, le=1000, description="output length limit = source tokens + this"
+    )
+    early_stop: bool = Field(False, description="beam search: Hugging Face's stopping rule")
+
+
+class TranslateRequest(TranslateOptions):
+    """aiayn's ``/v1/translate``: n-best lists with scores."""
+
+    model: str | None = Field(None, description="model name (optional with one translator)")
+    text: Texts = Field(description="text to translate, or a list of texts")
+    nbest: int = Field(1, ge=1, description="hypotheses per text (at most beam)")
+
+    @field_validator("nbest")
+    @classmethod
+    def _nbest_within_beam(cls, nbest: int, info: ValidationInfo) -> int:
+        beam = info.data.get("beam", 1)
+        if nbest > beam:
+            raise ValueError(f"nbest ({nbest}) cannot exceed beam ({beam})")
+        return nbest
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float | None = Field(
+        description="log P / lp(length) (GNMT length penalty); null for greedy search"
+    )
+
+
+class Translation(BaseModel):
+    text: str
+    score: float | None
+    nbest: list[Hypothesis]
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    translations: list[Translation]
+
+
+class AttentionRequest(TranslateOptions):
+    model: str | None = None
+    text: str = Field(description="one sentence")
+
+
+class AttentionResponse(BaseModel):
+    model: str
+    translation: str
+    source_tokens: list[str]
+    output_tokens: list[str]
+    decoder_input_tokens: list[str]
+    cross: list[list[list[list[float]]]] = Field(
+        description="[layer][head][output token][source token]"
+    )
+    encoder: list[list[list[list[float]]]] = Field(
+        description="[layer][head][source token][source token]"
+    )
+    decoder: list[list[list[list[float]]]] = Field(
+        description="[layer][head][output token][decoder input token]"
+    )
+
+
+class CompletionRequest(BaseModel):
+    """OpenAI's ``/v1/completions`` body."""
+
+    model: str | None = None
+    prompt: str = Field("", description="text to continue")
+    max_tokens: int = Field(16, ge=1, description="tokens to generate at most")
+    temperature: float = Field(1.0, ge=0.0, le=100.0, allow_inf_nan=False, description="0 = greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    top_k: int = Field(0, ge=0, description="0 = no top-k filter")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="makes the sample reproducible")
+    stream: bool = Field(False, description="send tokens as server-sent events")
+    n: int = Field(1, ge=1, le=1, description="one choice per request")
+
+
+class CompletionChoice(BaseModel):
+    text: str
+    index: int = 0
+    logprobs: None = None
+    finish_reason: str | None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int = 0
+    total_tokens: int
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+
+class ClassifyRequest(BaseModel):
+    model: str | None = None
+    input: Texts = Field(description="text to classify, or a list of texts")
+
+
+class LabelScore(BaseModel):
+    label: str
+    score: float
+
+
+class ClassifyResult(BaseModel):
+    label: str = Field(description="the most probable label")
+    score: float
+    probabilities: list[LabelScore] = Field(description="every label, in the model's order")
+
+
+class ClassifyResponse(BaseModel):
+    model: str
+    results: list[ClassifyResult]
+
+
+class EmbeddingRequest(BaseModel):
+    """OpenAI's ``/v1/embeddings`` body; ``normalize`` is aiayn's (unit-length vectors)."""
+
+    model: str | None = None
+    input: Texts
+    encoding_format: Literal["float", "base64"] = "float"
+    normalize: bool = False
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: Usage

@@ -1,0 +1,77 @@
+"""The ``aiayn serve`` process: uvicorn running the app, with a graceful SIGTERM.
+
+On SIGTERM (or Ctrl-C) uvicorn stops accepting connections and waits for the requests in
+flight (at most the request timeout); the queues then finish their work and the process
+exits with status 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from aiayn.serve.app import create_app
+from aiayn.serve.config import ServeConfig
+from aiayn.serve.models import ModelSpec, check_spec
+
+
+def default_name(path: Path) -> str:
+    """The directory's name; a run's ``model/`` directory takes the run's name."""
+    path = path.resolve()
+    return path.parent.name if path.name == "model" else path.name
+
+
+def model_specs(
+    model_dirs: list[str], names: list[str] | None = None, languages: list[str] | None = None
+) -> list[ModelSpec]:
+    """``--name`` and ``--languages`` apply to the model directories in order."""
+    names, languages = names or [], languages or []
+    for flag, values in (("--name", names), ("--languages", languages)):
+        if len(values) > len(model_dirs):
+            raise ValueError(f"{len(values)} {flag} for {len(model_dirs)} model directories")
+    specs = []
+    for i, path in enumerate(model_dirs):
+        name = names[i] if i < len(names) else default_name(Path(path))
+        langs = tuple(languages[i].split("-")) if i < len(languages) else None
+        spec = ModelSpec(Path(path), name, langs)
+        check_spec(spec)
+        specs.append(spec)
+    return specs
+
+
+def run_server(specs: list[ModelSpec], config: ServeConfig, host: str, port: int) -> int:
+    """Serve until SIGTERM or Ctrl-C; 0 after a graceful stop, 2 if the models fail to load."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    app = create_app(specs, config)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="info",
+            timeout_graceful_shutdown=int(config.timeout) + 5,
+        )
+    )
+    failure: list[str] = []
+
+    def stop(error: str) -> None:
+        failure.append(error)
+        server.should_exit = True
+
+    app.state.registry.on_error = stop
+    # uvicorn re-raises the signal it stopped on once it has shut down; take it as a clean exit
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    except SystemExit as e:  # uvicorn exits 1 when it cannot bind the address
+        if e.code:
+            raise RuntimeError(f"could not serve on {host}:{port} (see the log above)") from None
+    if failure:
+        raise ValueError(f"could not load the models: {failure[0]}")
+    return 0

@@ -1,0 +1,85 @@
+"""Tiny random models of the three families saved as model directories, and a test client."""
+
+import gzip
+import time
+
+import pytest
+import torch
+
+from aiayn import ModelConfig, build_model
+from aiayn.data.tokenizer import CharTokenizer, Tokenizer
+from aiayn.modeldir import save_model_dir, write_json
+from tests.conftest import REPO_ROOT
+
+
+def _ding_lines(n: int) -> list[str]:
+    lines = []
+    for lang in ("de", "en"):
+        raw = gzip.decompress((REPO_ROOT / "data/ding-de-en" / f"train.{lang}.gz").read_bytes())
+        lines += raw.decode().splitlines()[:n]
+    return lines
+
+
+def _save(directory, config, tokenizer, run: dict):
+    torch.manual_seed(0)
+    model = build_model(config).eval()
+    save_model_dir(directory, model)
+    tokenizer.save(directory)
+    write_json(directory / "run.json", run)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def model_dirs(tmp_path_factory):
+    """{"translator", "classifier", "lm"}: model directories of tiny random models."""
+    root = tmp_path_factory.mktemp("served")
+    bpe = Tokenizer.train(_ding_lines(300), vocab_size=400)
+    tiny = ModelConfig.preset("tiny", dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0)
+    translator = _save(
+        root / "de-en",
+        tiny.replace(vocab_size=bpe.vocab_size, max_len=64),
+        bpe,
+        {"data": {"task": "translation", "src_lang": "de", "tgt_lang": "en"}},
+    )
+    classifier = _save(
+        root / "sentiment",
+        tiny.replace(family="encoder-only", vocab_size=bpe.vocab_size, n_classes=3, pooling="mean"),
+        bpe,
+        {"data": {"task": "classification"}, "labels": ["neg", "neutral", "pos"]},
+    )
+    chars = CharTokenizer.train(["the quick brown fox jumps over the lazy dog. äöü ß €"])
+    lm = _save(
+        root / "lm",
+        tiny.replace(family="decoder-only", vocab_size=chars.vocab_size, max_len=64),
+        chars,
+        {"data": {"task": "lm", "block_size": 32}},
+    )
+    return {"translator": translator, "classifier": classifier, "lm": lm}
+
+
+def wait_ready(client, seconds: float = 30.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        r = client.get("/health")
+        if r.status_code == 200:
+            return r
+        time.sleep(0.02)
+    raise AssertionError(f"server not ready: {r.status_code} {r.text}")
+
+
+def make_client(model_dirs, **limits):
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    specs = [ModelSpec(path, path.name) for path in model_dirs.values()]
+    return TestClient(create_app(specs, ServeConfig(**limits)))
+
+
+@pytest.fixture(scope="module")
+def client(model_dirs):
+    with make_client(model_dirs) as c:
+        wait_ready(c)
+        yield c

@@ -1,0 +1,357 @@
+"""The HTTP API against the library functions the command line calls."""
+
+import base64
+import json
+import struct
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from aiayn.data.tokenizer import load_tokenizer
+from aiayn.infer.classify import classify_texts
+from aiayn.infer.embed import embed_texts
+from aiayn.infer.sampling import generate
+from aiayn.infer.translate import translate
+from aiayn.modeldir import load_model_dir
+from tests.serve.conftest import make_client, wait_ready
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx2")  # FastAPI's TestClient
+
+SENTENCES = [
+    "Das ist ein gutes Buch.",
+    "Ich habe Hunger.",
+    "Er kam gestern sehr spät nach Hause, weil der Zug Verspätung hatte.",
+    "Ja.",
+    "Wir sehen uns morgen im Büro.",
+    "Könnten Sie das bitte wiederholen?",
+]
+
+
+def _load(path):
+    return load_model_dir(path), load_tokenizer(path)
+
+
+def test_health_models_and_languages(client, model_dirs):
+    assert client.get("/health").json() == {"status": "ok", "models": ["de-en", "sentiment", "lm"]}
+    models = {m["id"]: m for m in client.get("/v1/models").json()["data"]}
+    model, tokenizer = _load(model_dirs["translator"])
+    assert models["de-en"]["family"] == "encoder-decoder"
+    assert models["de-en"]["parameters"] == sum(p.numel() for p in model.parameters())
+    assert models["de-en"]["vocab_size"] == tokenizer.vocab_size
+    assert models["de-en"]["languages"] == ["de", "en"]
+    assert models["sentiment"]["labels"] == ["neg", "neutral", "pos"]
+    assert models["lm"]["family"] == "decoder-only" and models["lm"]["languages"] is None
+    assert client.get("/languages").json() == [
+        {"code": "de", "name": "German", "targets": ["en"]},
+        {"code": "en", "name": "English", "targets": []},
+    ]
+    assert client.post("/detect", data={"q": "Hallo Welt"}).json() == [
+        {"language": "de", "confidence": 100.0}
+    ]
+    paths = client.get("/openapi.json").json()["paths"]
+    for route in ("/translate", "/v1/translate", "/v1/completions", "/v1/classify",
+                  "/v1/embeddings", "/v1/attention", "/languages", "/detect"):  # fmt: skip
+        assert route in paths
+
+
+def test_libretranslate_json_and_form_bodies(client, model_dirs):
+    model, tokenizer = _load(model_dirs["translator"])
+    want = [h[0][0] for h in translate(model, tokenizer, SENTENCES[:2])]
+    r = client.post("/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"})
+    assert r.status_code == 200 and r.json() == {"translatedText": want[0]}
+    r = client.post("/translate", data={"q": SENTENCES[0], "source": "auto", "target": "en"})
+    assert r.json() == {
+        "translatedText": want[0],
+        "detectedLanguage": {"language": "de", "confidence": 100.0},
+    }
+    r = client.post("/translate", json={"q": SENTENCES[:2], "source": "de", "target": "en"})
+    assert r.json() == {"translatedText": want}
+    r = client.post("/translate", data={"q": SENTENCES[:2], "source": "de", "target": "en"})
+    assert r.json() == {"translatedText": want}  # a repeated form field is a list
+    r = client.post(
+        "/translate", data={"q": SENTENCES[1], "source": "de", "target": "en", "alternatives": "2"}
+    )
+    n_best = translate(model, tokenizer, SENTENCES[1:2], beam=3, nbest=3)[0]
+    assert r.json() == {"translatedText": n_best[0][0], "alternatives": [t for t, _ in n_best[1:]]}
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ({"q": "Hallo", "source": "de", "target": "fr"}, 422, ["de->fr", "de->en"]),
+        ({"q": "Hallo", "source": "de", "target": "en", "format": "html"}, 422, ["format"]),
+        ({"q": "Hallo", "source": "de"}, 422, ["target"]),
+        ({"q": [], "source": "de", "target": "en"}, 422, ["q"]),
+        ({"q": "Ja", "source": "de", "target": "en", "alternatives": 8}, 422, ["alternatives"]),
+    ],
+)
+def test_libretranslate_errors_name_the_field(client, body, status, words):
+    r = client.post("/translate", json=body)
+    assert r.status_code == status
+    assert all(w in r.json()["error"] for w in words), r.json()
+
+
+def test_v1_translate_greedy_and_beam_with_scores(client, model_dirs):
+    model, tokenizer = _load(model_dirs["translator"])
+    r = client.post("/v1/translate", json={"text": SENTENCES[:3]})
+    greedy = translate(model, tokenizer, SENTENCES[:3])
+    assert [t["text"] for t in r.json()["translations"]] == [h[0][0] for h in greedy]
+    assert r.json()["translations"][0]["score"] is None  # greedy search keeps no score
+    body = {"model": "de-en", "text": SENTENCES[:3], "beam": 3, "nbest": 2, "lenpen": 1.0}
+    got = client.post("/v1/translate", json=body).json()["translations"]
+    want = translate(model, tokenizer, SENTENCES[:3], beam=3, nbest=2, lenpen=1.0)
+    for g, w in zip(got, want, strict=True):
+        assert [(h["text"], pytest.approx(h["score"], rel=1e-6)) for h in g["nbest"]] == w
+        assert g["text"] == w[0][0]
+
+
+def _translate_concurrently(client, texts, **options):
+    with ThreadPoolExecutor(len(texts)) as pool:
+        jobs = [
+            pool.submit(client.post, "/v1/translate", json={"text": t, **options}) for t in texts
+        ]
+        return [j.result().json()["translations"][0] for j in jobs]
+
+
+@pytest.mark.parametrize("options", [{}, {"beam": 3, "nbest": 2}])
+def test_batched_requests_get_what_they_get_alone(model_dirs, options):
+    with make_client(model_dirs, batch_wait_ms=300) as client:
+        wait_ready(client)
+        sizes = []
+        queue = client.app.state.registry.queues["de-en"]
+        record = queue.on_batch
+        queue.on_batch = lambda items, jobs, s: (sizes.append(jobs), record(items, jobs, s))
+        alone = [
+            client.post("/v1/translate", json={"text": t, **options}).json() for t in SENTENCES
+        ]
+        assert sizes == [1] * len(SENTENCES)
+        together = _translate_concurrently(client, SENTENCES, **options)
+    assert max(sizes[len(SENTENCES) :]) > 1  # some requests did share a batch
+    for got, want in zip(together, [a["translations"][0] for a in alone], strict=True):
+        assert [h["text"] for h in got["nbest"]] == [h["text"] for h in want["nbest"]]
+        if options:  # the same hypotheses; their scores up to the batch's float rounding
+            scores = [h["score"] for h in want["nbest"]]
+            assert [h["score"] for h in got["nbest"]] == pytest.approx(scores, rel=1e-5)
+
+
+def test_classify_matches_the_library(client, model_dirs):
+    model, tokenizer = _load(model_dirs["classifier"])
+    texts = ["Ein schöner Film.", "Schlecht.", "Na ja, es geht so."]
+    r = client.post("/v1/classify", json={"input": texts})
+    want = classify_texts(model, tokenizer, texts)
+    results = r.json()["results"]
+    for res, row in zip(results, want, strict=True):
+        assert [p["label"] for p in res["probabilities"]] == ["neg", "neutral", "pos"]
+        torch.testing.assert_close(
+            torch.tensor([p["score"] for p in res["probabilities"]]), row, atol=1e-6, rtol=0
+        )
+        assert res["label"] == ["neg", "neutral", "pos"][int(row.argmax())]
+    one = client.post("/v1/classify", json={"model": "sentiment", "input": texts[1]}).json()
+    assert one["results"][0]["label"] == results[1]["label"]
+
+
+def test_embeddings_match_the_library_in_both_encodings(client, model_dirs):
+    model, tokenizer = _load(model_dirs["classifier"])
+    texts = ["Ein Satz.", "Noch ein etwas längerer Satz."]
+    want = embed_texts(model, tokenizer, texts)
+    r = client.post("/v1/embeddings", json={"input": texts}).json()
+    assert r["object"] == "list" and [d["index"] for d in r["data"]] == [0, 1]
+    got = torch.tensor([d["embedding"] for d in r["data"]])
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    assert r["usage"]["prompt_tokens"] == sum(len(x) + 1 for x in tokenizer.encode(texts))
+    b64 = client.post("/v1/embeddings", json={"input": texts[0], "encoding_format": "base64"})
+    raw = base64.b64decode(b64.json()["data"][0]["embedding"])
+    vector = torch.tensor(struct.unpack(f"<{len(raw) // 4}f", raw))
+    torch.testing.assert_close(vector, want[0], atol=1e-6, rtol=1e-5)
+    unit = client.post("/v1/embeddings", json={"input": texts, "normalize": True}).json()
+    norms = torch.tensor([d["embedding"] for d in unit["data"]]).norm(dim=-1)
+    torch.testing.assert_close(norms, torch.ones(2), atol=1e-5, rtol=0)
+
+
+def test_completion_matches_generate_and_streams_the_same_text(client, model_dirs):
+    model, tokenizer = _load(model_dirs["lm"])
+    body = {"prompt": "the quick", "max_tokens": 20, "temperature": 0.9, "top_k": 10, "seed": 7}
+    r = client.post("/v1/completions", json=body).json()
+    prompt = tokenizer.encode(["the quick"])[0]
+    out = generate(model, torch.tensor([prompt]), 20, 0.9, 10, seed=7, eos_id=3, context=32)
+    assert r["choices"][0]["text"] == tokenizer.decode([out[0, len(prompt) :].tolist()])[0]
+    assert r["object"] == "text_completion" and r["model"] == "lm"
+    assert r["usage"] == {"prompt_tokens": 9, "completion_tokens": 20, "total_tokens": 29}
+    assert r["choices"][0]["finish_reason"] == "length"
+    with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as s:
+        assert s.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in s.iter_lines() if line]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == r["choices"][0]["text"]
+    assert len(chunks) > 5 and chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_attention_has_every_layer_and_head(client, model_dirs):
+    r = client.post("/v1/attention", json={"text": SENTENCES[1], "beam": 2}).json()
+    model, _ = _load(model_dirs["translator"])
+    c = model.config
+    want = client.post("/v1/translate", json={"text": SENTENCES[1], "beam": 2}).json()
+    assert r["translation"] == want["translations"][0]["text"]
+    s, t = len(r["source_tokens"]), len(r["output_tokens"])
+    assert r["source_tokens"][-1] == "</s>" and r["decoder_input_tokens"][0] == "<s>"
+    for key, shape in (("cross", (t, s)), ("encoder", (s, s)), ("decoder", (t, t))):
+        w = torch.tensor(r[key])
+        assert w.shape == (c.n_decoder_layers if key != "encoder" else c.n_encoder_layers,
+                           c.n_heads, *shape)  # fmt: skip
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "route, body, status, field",
+    [
+        ("/v1/translate", {"text": "Hallo", "beam": 0}, 422, "beam"),
+        ("/v1/translate", {"text": "Hallo", "beam": 9}, 422, "beam"),
+        ("/v1/translate", {"text": "Hallo", "beam": 2, "nbest": 3}, 422, "nbest"),
+        ("/v1/translate", {"text": "Hallo", "lenpen": "nan"}, 422, "lenpen"),
+        ("/v1/translate", {"text": "Hallo", "model": "nope"}, 404, "model"),
+        ("/v1/translate", {"text": "Hallo", "model": "lm"}, 422, "model"),
+        ("/v1/translate", {"text": ["a"] * 65}, 422, "text"),
+        ("/v1/translate", {"text": ["a", "b" * 2001]}, 422, "text[1]"),
+        ("/v1/translate", {"text": ["a", "Wort " * 60]}, 422, "text[1]"),
+        ("/v1/completions", {"prompt": "the", "temperature": -1}, 422, "temperature"),
+        ("/v1/completions", {"prompt": "the", "top_p": 0}, 422, "top_p"),
+        ("/v1/completions", {"prompt": "the", "max_tokens": 513}, 422, "max_tokens"),
+        ("/v1/completions", {"prompt": "the " * 10}, 422, "prompt"),
+        ("/v1/classify", {"input": "x", "model": "de-en"}, 422, "model"),
+        ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
+    ],
+)
+def test_bad_parameters_name_the_field(client, route, body, status, field):
+    r = client.post(route, json=body)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert error["param"] == field and field in error["message"], error
+
+
+def test_malformed_bodies(client):
+    r = client.post("/v1/translate", content=b"{bad", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
+    bad_utf8 = b'{"text": "\xff\xfe"}'
+    for route in ("/v1/translate", "/translate"):
+        r = client.post(route, content=bad_utf8, headers={"content-type": "application/json"})
+        assert r.status_code in (400, 422), r.text
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    for body in (b"q=\xff\xfe&source=de&target=en", b"q=%FF&source=de&target=en"):
+        r = client.post("/translate", content=body, headers=form)
+        assert r.status_code == 400 and "UTF-8" in r.json()["error"], r.text
+    r = client.post("/v1/translate", content=b"x" * 1_000_001)
+    assert r.status_code == 413 and "max-body-bytes" in r.json()["error"]["message"]
+    r = client.post("/translate", content=b"x" * 1_000_001)
+    assert r.status_code == 413 and "max-body-bytes" in r.json()["error"]
+
+
+class Gate:
+    """Holds a model's calls until opened, to see the server while it works."""
+
+    def __init__(self, served, method="translate"):
+        self.started, self.open = threading.Event(), threading.Event()
+        original = getattr(served, method)
+
+        def held(*args, **kwargs):
+            self.started.set()
+            assert self.open.wait(20)
+            return original(*args, **kwargs)
+
+        setattr(served, method, held)
+
+
+def test_health_answers_during_a_long_batch_and_a_full_queue_is_503(model_dirs):
+    with make_client(model_dirs, queue_size=1, batch_wait_ms=0) as client:
+        wait_ready(client)
+        gate = Gate(client.app.state.registry.models["de-en"])
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.post, "/v1/translate", json={"text": "Ja."})
+            assert gate.started.wait(10)
+            t0 = time.perf_counter()
+            assert client.get("/health").status_code == 200
+            assert time.perf_counter() - t0 < 5
+            second = pool.submit(client.post, "/v1/translate", json={"text": "Nein.", "beam": 2})
+            while client.app.state.registry.queues["de-en"].depth < 1:
+                time.sleep(0.01)
+            full = client.post("/v1/translate", json={"text": "Doch."})
+            assert full.status_code == 503 and full.headers["retry-after"] == "1"
+            assert "waiting" in full.json()["error"]["message"]
+            gate.open.set()
+            assert first.result().status_code == 200 and second.result().status_code == 200
+
+
+def test_a_slow_request_times_out_with_504(model_dirs):
+    with make_client(model_dirs, timeout=0.3) as client:
+        wait_ready(client)
+        gate = Gate(client.app.state.registry.models["de-en"])
+        r = client.post("/v1/translate", json={"text": "Ja."})
+        gate.open.set()
+        assert r.status_code == 504 and "--timeout" in r.json()["error"]["message"]
+
+
+def test_health_is_503_while_loading(model_dirs, monkeypatch):
+    from aiayn.serve import registry
+
+    release = threading.Event()
+    original = registry.ServedModel
+
+    def slow(spec):
+        assert release.wait(20)
+        return original(spec)
+
+    monkeypatch.setattr(registry, "ServedModel", slow)
+    with make_client(model_dirs) as client:
+        r = client.get("/health")
+        assert r.status_code == 503 and r.json() == {"status": "loading"}
+        r = client.post("/v1/translate", json={"text": "Ja."})
+        assert r.status_code == 503 and "loading" in r.json()["error"]["message"]
+        release.set()
+        wait_ready(client)
+
+
+def test_metrics_count_requests_and_batches(client):
+    client.post("/v1/translate", json={"text": "Ja."})
+    text = client.get("/metrics").text
+    assert 'aiayn_requests_total{route="/v1/translate",status="200"}' in text
+    assert 'aiayn_batch_texts_count{model="de-en"}' in text
+    assert 'aiayn_queue_depth{model="de-en"} 0.0' in text
+
+
+def test_the_page_is_served(client):
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "<script>" in r.text and 'id="heatmap"' in r.text
+    assert "http://" not in r.text and "https://" not in r.text  # no CDN: works offline
+
+
+def test_completion_text_holds_back_a_split_character(model_dirs):
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.serve.models import CompletionText
+
+    tokenizer = Tokenizer.load(model_dirs["translator"])
+    ids = tokenizer.encode(["Straße 5 €"])[0]
+    assert any(tokenizer.sp.is_byte(i) for i in ids)  # € is spelled in byte pieces
+    stream = CompletionText(tokenizer, tokenizer.encode(["Preis:"])[0])
+    pieces = [stream.push(i) for i in ids] + [stream.flush()]
+    assert "".join(pieces) == stream.completion == " Straße 5 €"
+    assert all("\ufffd" not in p for p in pieces)
+    assert "" in pieces[:-1]  # held back while € was incomplete
+
+
+def test_a_stopped_completion_ends_after_the_current_token(model_dirs):
+    from aiayn.serve.models import ModelSpec, ServedModel
+
+    served = ServedModel(ModelSpec(model_dirs["lm"], "lm"))
+    stop, seen = threading.Event(), []
+
+    def emit(text):
+        seen.append(text)
+        stop.set()
+
+    text, n, reason = served.complete(served.prompt_ids("the"), 50, 0.0, 0, 1.0, None, emit, stop)
+    assert (n, reason) == (1, "cancelled") and "".join(seen) == text

@@ -1,0 +1,76 @@
+"""The batching queue on its own: grouping by key, limits, errors, cancellation."""
+
+import asyncio
+import threading
+
+import pytest
+
+from aiayn.serve.batching import BatchQueue, QueueFull
+
+
+def _gather(queue, jobs):
+    async def main():
+        futures = [queue.submit(items, run, key)[1] for items, run, key in jobs]
+        return await asyncio.gather(*futures, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+def test_jobs_with_one_key_share_a_call_and_each_gets_its_share():
+    calls = []
+
+    def double(items):
+        calls.append(list(items))
+        return [2 * x for x in items]
+
+    queue = BatchQueue("m", max_batch=5, max_wait=0.2)
+    jobs = [([1, 2], double, "a"), ([3], double, "a"), ([4], double, "b"), ([5, 6, 7], double, "a")]
+    try:
+        results = _gather(queue, jobs)
+    finally:
+        queue.close()
+    assert results == [[2, 4], [6], [8], [10, 12, 14]]
+    assert sorted(calls) == [[1, 2, 3], [4], [5, 6, 7]]  # key a: 3 items, then 3 more over 5
+
+
+def test_key_none_runs_alone_and_an_error_reaches_only_its_batch():
+    def run(items):
+        if "bad" in items:
+            raise ValueError("bad item")
+        return items
+
+    queue = BatchQueue("m", max_wait=0.1)
+    try:
+        results = _gather(queue, [(["x"], run, None), (["bad"], run, "k"), (["y"], run, None)])
+    finally:
+        queue.close()
+    assert results[0] == ["x"] and results[2] == ["y"]
+    assert isinstance(results[1], ValueError)
+
+
+def test_a_full_queue_refuses_and_a_cancelled_job_is_skipped():
+    release, ran = threading.Event(), []
+
+    def held(items):
+        release.wait(10)
+        ran.extend(items)
+        return items
+
+    queue = BatchQueue("m", max_pending=1, max_wait=0)
+
+    async def main():
+        _, first = queue.submit(["first"], held)
+        while queue.depth:  # the worker holds the first job
+            await asyncio.sleep(0.01)
+        second_job, _ = queue.submit(["second"], held)
+        with pytest.raises(QueueFull):
+            queue.submit(["third"], held)
+        second_job.cancelled = True
+        release.set()
+        return await first
+
+    try:
+        assert asyncio.run(main()) == ["first"]
+    finally:
+        queue.close()
+    assert ran == ["first"]

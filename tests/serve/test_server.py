@@ -1,0 +1,133 @@
+"""The ``aiayn serve`` process: start-up errors, and a graceful SIGTERM."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from aiayn.cli import main
+from tests.conftest import REPO_ROOT
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_bad_model_directories_are_named(tmp_path, model_dirs, capsys):
+    assert main(["serve", str(tmp_path / "nowhere")]) == 2
+    assert "config.json" in capsys.readouterr().err
+    lm = str(model_dirs["lm"])
+    assert main(["serve", lm, "--name", "a", "--name", "b"]) == 2
+    assert "2 --name for 1 model" in capsys.readouterr().err
+    assert main(["serve", lm, "--languages", "de-en"]) == 2
+    assert "one code" in capsys.readouterr().err
+    assert main(["serve", lm, lm]) == 2
+    assert "named 'lm'" in capsys.readouterr().err
+    assert main(["serve", lm, "--beam", "9"]) == 2
+    assert "beam" in capsys.readouterr().err
+
+
+def test_a_runs_model_directory_is_named_after_the_run(tmp_path, model_dirs):
+    import shutil
+
+    from aiayn.serve.server import model_specs
+
+    shutil.copytree(model_dirs["lm"], tmp_path / "moby" / "model")
+    specs = model_specs([str(tmp_path / "moby" / "model"), str(model_dirs["lm"])], ["x"])
+    assert [s.name for s in specs] == ["x", "lm"]
+    specs = model_specs([str(tmp_path / "moby" / "model"), str(model_dirs["lm"])])
+    assert [s.name for s in specs] == ["moby", "lm"]
+
+
+def _wait_ready(port: int, proc, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not become ready")
+
+
+def _completion_metrics(port: int) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/metrics")
+    lines = conn.getresponse().read().decode().splitlines()
+    return "\n".join(line for line in lines if line.startswith("aiayn_completion"))
+
+
+def _a_client_that_goes_away_stops_its_generation(port: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = {"prompt": "the", "max_tokens": 512, "temperature": 0, "stream": True}
+    headers = {"Content-Type": "application/json"}
+    conn.request("POST", "/v1/completions", json.dumps(body), headers)
+    assert conn.getresponse().readline().startswith(b"data: {")
+    conn.close()  # goes away after the first token
+    deadline = time.monotonic() + 60
+    while 'finish_reason="cancelled"' not in (text := _completion_metrics(port)):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
+    tokens = float(text.split('aiayn_completion_tokens_total{model="lm"} ')[1].split()[0])
+    assert tokens < 512, text
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT / 'src'}{os.pathsep}{REPO_ROOT}"}
+    env["OMP_NUM_THREADS"] = "1"
+    command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["lm"])]
+    proc = subprocess.Popen(
+        [*command, "--port", str(port)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        _wait_ready(port, proc)
+        _a_client_that_goes_away_stops_its_generation(port)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        body = {"prompt": "the", "max_tokens": 300, "temperature": 0, "stream": True}
+        conn.request(
+            "POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        response = conn.getresponse()
+        assert response.status == 200
+        first = response.readline()
+        assert first.startswith(b"data: {")
+        proc.send_signal(signal.SIGTERM)
+        rest = response.read().decode()
+        assert rest.rstrip().endswith("data: [DONE]")
+        chunks = [json.loads(line[6:]) for line in rest.split("\n") if line.startswith("data: {")]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+        assert proc.wait(60) == 0
+        log = proc.stdout.read()
+        assert "Traceback" not in log
+        assert "Waiting for connections to close" in log  # the request was still in flight
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_languages_flag_sets_a_models_languages(model_dirs):
+    from aiayn.serve.models import ServedModel
+    from aiayn.serve.server import model_specs
+
+    (spec,) = model_specs([str(model_dirs["translator"])], languages=["fr-en"])
+    assert ServedModel(spec).describe()["languages"] == ["fr", "en"]
+    (spec,) = model_specs([str(model_dirs["translator"])])
+    assert ServedModel(spec).describe()["languages"] == ["de", "en"]  # from run.json
