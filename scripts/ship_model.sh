@@ -8,7 +8,7 @@ RUN=${1:?usage: ship_model.sh RUN_DIR [K] [OUT]}
 K=${2:-5}
 OUT=${3:-models/ding-de-en}
 AIAYN=${AIAYN:-aiayn}
-$AIAYN average "$RUN" --last "$K" --out "$OUT" --fp16
+$AIAYN average "$RUN" --last "$K" --out "$OUT" --fp16 --force
 cp "$RUN/metrics.jsonl" "$OUT/metrics.jsonl"
 [ -f "$RUN/curves.png" ] && cp "$RUN/curves.png" "$OUT/curves.png"
 du -sh "$OUT"

@@ -46,19 +46,19 @@ def test_sampling_at_temperature_zero_is_greedy(trained, monkeypatch, capsys):  
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--sample", "--temperature", "nan"], "--temperature must be a finite number >= 0"),
-        (["--sample", "--temperature", "-1"], "--temperature must be a finite number >= 0"),
-        (["--sample", "--top-k", "0"], "--top-k must be >= 1"),
-        (["--sample", "--top-p", "0"], "--top-p must be in (0, 1]"),
-        (["--sample", "--top-p", "1.5"], "--top-p must be in (0, 1]"),
-        (["--sample", "--top-p", "nan"], "--top-p must be in (0, 1]"),
-        (["--sample", "--seed", "-3"], "--seed must be >= 0"),
-        (["--sample", "--nbest", "0"], "--nbest must be >= 1"),
+        (["--sample", "--temperature", "nan"], "--temperature: must be a finite number >= 0"),
+        (["--sample", "--temperature", "-1"], "--temperature: must be a finite number >= 0"),
+        (["--sample", "--top-k", "0"], "--top-k: must be >= 1"),
+        (["--sample", "--top-p", "0"], "--top-p: must be in (0.0, 1.0]"),
+        (["--sample", "--top-p", "1.5"], "--top-p: must be in (0.0, 1.0]"),
+        (["--sample", "--top-p", "nan"], "--top-p: must be in (0.0, 1.0]"),
+        (["--sample", "--seed", "-3"], "--seed: must be in [0, "),
+        (["--sample", "--nbest", "0"], "--nbest: must be >= 1"),
         (["--sample", "--beam", "4"], "--sample draws one token at a time"),
         (["--sample", "--early-stop"], "--early-stop is for beam search"),
         (["--temperature", "0.5"], "--temperature needs --sample"),
         (["--seed", "1"], "--seed needs --sample"),
-        (["--chunk", "0"], "--chunk must be >= 1"),
+        (["--chunk", "0"], "--chunk: must be >= 1"),
     ],
 )
 def test_bad_sampling_flags_are_named(monkeypatch, capsys, tmp_path, flags, message):

@@ -3,8 +3,10 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
-from aiayn import build_model
+from aiayn import ModelConfig, build_model
+from aiayn.errors import UserError
 from aiayn.modeldir import load_model_dir, save_model_dir
 
 
@@ -80,17 +82,26 @@ def test_fp16_save_halves_the_file_and_loads_close(tmp_path, tiny):
 
 
 def test_missing_files_are_named(tmp_path, tiny):
-    with pytest.raises(FileNotFoundError, match="config.json"):
+    with pytest.raises(UserError, match="config.json"):
         load_model_dir(tmp_path)
     save_model_dir(tmp_path, build_model(tiny))
     (tmp_path / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+    with pytest.raises(UserError, match="model.safetensors"):
         load_model_dir(tmp_path)
+
+
+def _edit_config(directory, edit):
+    config = json.loads((directory / "config.json").read_text())
+    edit(config)
+    (directory / "config.json").write_text(json.dumps(config))
 
 
 def test_corrupt_weights_and_config_are_named(tmp_path, tiny):
     save_model_dir(tmp_path, build_model(tiny))
     (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{garbage")
+    with pytest.raises(ValueError, match="model.safetensors: the weights are damaged"):
+        load_model_dir(tmp_path)
+    _edit_config(tmp_path, lambda c: c.pop("sha256"))  # as a directory saved before hashes
     with pytest.raises(ValueError, match="model.safetensors: unreadable"):
         load_model_dir(tmp_path)
     (tmp_path / "config.json").write_text("{not json")
@@ -100,13 +111,89 @@ def test_corrupt_weights_and_config_are_named(tmp_path, tiny):
 
 def test_weights_that_do_not_fit_the_config_are_named(tmp_path, tiny):
     save_model_dir(tmp_path, build_model(tiny))
-    config = json.loads((tmp_path / "config.json").read_text())
-    config["model"]["d_ff"] = 48
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    _edit_config(tmp_path, lambda c: c["model"].update(d_ff=48))
+    with pytest.raises(ValueError, match=r"config.json does not describe these weights: d_ff = 48"):
+        load_model_dir(tmp_path)
+    # without the architecture record (a directory saved before it), the shapes still decide
+    weights = str(tmp_path / "model.safetensors")
+    with safe_open(weights, "pt") as f:
+        metadata = {k: v for k, v in f.metadata().items() if k != "aiayn_config"}
+    save_file(load_file(weights), weights, metadata=metadata)
+    _edit_config(tmp_path, lambda c: c.pop("sha256"))
     with pytest.raises(ValueError, match=r"ffn.linear1.weight has shape \(64, 32\).*\(48, 32\)"):
         load_model_dir(tmp_path)
-    config["model"]["d_ff"] = 64
-    config["model"]["n_encoder_layers"] = 3
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    _edit_config(tmp_path, lambda c: c["model"].update(d_ff=64, n_encoder_layers=3))
     with pytest.raises(ValueError, match="missing .*encoder.layers.2"):
         load_model_dir(tmp_path)
+
+
+@pytest.mark.parametrize("key", ["n_heads", "d_model", "norm_first", "family", "activation"])
+def test_every_architecture_key_is_required(tmp_path, tiny, key):
+    save_model_dir(tmp_path, build_model(tiny))
+    _edit_config(tmp_path, lambda c: c["model"].pop(key))
+    with pytest.raises(UserError, match=f"config.json: missing architecture key.*{key}"):
+        load_model_dir(tmp_path)
+
+
+def test_training_only_keys_keep_their_defaults(tmp_path, tiny):
+    save_model_dir(tmp_path, build_model(tiny))
+    _edit_config(tmp_path, lambda c: c["model"].pop("dropout"))
+    assert load_model_dir(tmp_path).config.dropout == ModelConfig().dropout
+
+
+@pytest.mark.parametrize("text", ["null", "[]", '{"model": null}', '{"model": [1]}', "\xff"])
+def test_a_config_that_is_no_table_is_named(tmp_path, tiny, text):
+    save_model_dir(tmp_path, build_model(tiny))
+    (tmp_path / "config.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(UserError, match="config.json"):
+        load_model_dir(tmp_path)
+
+
+def test_a_changed_byte_in_the_weights_is_caught(tmp_path, tiny):
+    save_model_dir(tmp_path, build_model(tiny))
+    path = tmp_path / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40  # inside the tensor data: the file still parses
+    path.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="model.safetensors: the weights are damaged"):
+        load_model_dir(tmp_path)
+
+
+def test_a_config_edited_with_the_same_shapes_is_caught(tmp_path, tiny):
+    save_model_dir(tmp_path, build_model(tiny))  # d_model 32, 2 heads: 4 heads fit the shapes
+    _edit_config(tmp_path, lambda c: c["model"].update(n_heads=4))
+    with pytest.raises(UserError, match=r"does not describe these weights: n_heads = 4 .*2\)"):
+        load_model_dir(tmp_path)
+
+
+def test_equal_weights_give_equal_bytes(tmp_path, tiny):
+    model = build_model(tiny)
+    for name in "abcde":  # the writer's metadata order changes from one save to the next
+        save_model_dir(tmp_path / name, model, metadata={"note": "x", "more": "y"})
+    files = {(tmp_path / n / "model.safetensors").read_bytes() for n in "abcde"}
+    assert len(files) == 1
+    assert len({(tmp_path / n / "config.json").read_bytes() for n in "abcde"}) == 1
+
+
+def test_the_tokenizer_must_fit_the_model(tmp_path, tiny):
+    from aiayn.data.tokenizer import CharTokenizer
+    from aiayn.modeldir import load_model_and_tokenizer
+
+    tokenizer = CharTokenizer.train(["abc"])  # 8 tokens, the model has 64
+    save_model_dir(tmp_path, build_model(tiny))
+    tokenizer.save(tmp_path)
+    with pytest.raises(UserError, match="tokenizer.json: the tokenizer has 8 tokens, but the"):
+        load_model_and_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.model").write_bytes(b"stray")
+    with pytest.raises(UserError, match="holds two tokenizers"):
+        load_model_and_tokenizer(tmp_path)
+
+
+def test_the_shipped_model_carries_its_hash():
+    from tests.conftest import REPO_ROOT
+
+    directory = REPO_ROOT / "models" / "ding-de-en"
+    recorded = json.loads((directory / "config.json").read_text())["sha256"]
+    from aiayn.modeldir import file_sha256
+
+    assert recorded == {"model.safetensors": file_sha256(directory / "model.safetensors")}

@@ -12,47 +12,58 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from aiayn.errors import UserError
+
 POS_ENCODINGS = ("sinusoidal", "learned")
 TIE_MODES = ("none", "decoder", "all")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
 POOLINGS = ("max", "mean", "first")
 POOLERS = ("none", "tanh")
 FAMILIES = ("encoder-decoder", "encoder-only", "decoder-only")
+# The ModelConfig fields that decide a model's shapes or outputs. A saved config.json must give
+# every one of them: a missing key would silently take its default (a model with 4 heads read
+# as one with 8). The dropout rates only act in training; fields added later keep their
+# defaults, so that directories saved before them still load.
+ARCHITECTURE_KEYS = (
+    "family", "vocab_size", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
+    "n_encoder_layers", "n_decoder_layers", "max_len", "norm_first", "pos_encoding",
+    "tie_embeddings", "activation", "layer_norm_eps", "pad_id", "n_classes", "pooling",
+)  # fmt: skip
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise UserError(f"{name} must be an integer, got {value!r}")
     if value < low or (high is not None and value > high):
         upper = "" if high is None else f" and <= {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
+        raise UserError(f"{name} must be >= {low}{upper}, got {value}")
 
 
 def _check_float(name: str, value: Any, low: float, high: float, high_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise UserError(f"{name} must be a number, got {value!r}")
     too_high = value >= high if high_open else value > high
     if value < low or too_high:
         bracket = ")" if high_open else "]"
-        raise ValueError(f"{name} must be in [{low}, {high}{bracket}, got {value}")
+        raise UserError(f"{name} must be in [{low}, {high}{bracket}, got {value}")
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise UserError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def from_dict(cls, data: dict[str, Any], where: str = ""):
     """Build dataclass ``cls`` from ``data``; unknown keys raise ``ValueError`` naming them."""
     if not isinstance(data, dict):
-        raise ValueError(
+        raise UserError(
             f"{where or cls.__name__} must be a table of keys, got {type(data).__name__}"
         )
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
         prefix = f"{where}." if where else ""
-        raise ValueError(
+        raise UserError(
             f"unknown key(s) {', '.join(prefix + k for k in unknown)} for {cls.__name__}; "
             f"allowed: {', '.join(sorted(names))}"
         )
@@ -220,7 +231,18 @@ class DataConfig:
     lowercase: bool = False  # classification/mlm, BPE: the tokenizer folds case (kept in it)
 
     def __post_init__(self) -> None:
+        if isinstance(self.extra_train, str) or not all(
+            isinstance(x, str) and x for x in self.extra_train
+        ):
+            raise UserError(
+                f"data.extra_train must be a list of split names, got {self.extra_train!r}"
+            )
         object.__setattr__(self, "extra_train", tuple(self.extra_train))
+        for name in ("corpus", "src_lang", "tgt_lang"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise UserError(
+                    f"data.{name} must be a non-empty string, got {getattr(self, name)!r}"
+                )
         _check_choice("data.task", self.task, TASKS)
         _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
         _check_int("data.block_size", self.block_size, 2)
@@ -333,11 +355,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     import tomllib
 
     if "=" not in text:
-        raise ValueError(f"--set {text!r}: expected section.key=value")
+        raise UserError(f"--set {text!r}: expected section.key=value")
     key, raw = text.split("=", 1)
     path = key.strip().split(".")
     if len(path) != 2 or not all(path):
-        raise ValueError(f"--set {text!r}: the key must be section.key, e.g. train.lr_scale")
+        raise UserError(f"--set {text!r}: the key must be section.key, e.g. train.lr_scale")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -352,20 +374,22 @@ def load_run_config(path: str | None, overrides: list[str] = ()) -> RunConfig:
 
     data: dict[str, Any] = {}
     if path is not None:
+        from aiayn.errors import read_text
+
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"{p}: config file not found")
+            raise UserError(f"{p}: config file not found")
         try:
-            data = tomllib.loads(p.read_text())
+            data = tomllib.loads(read_text(p, "config file"))
         except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"{p}: invalid TOML ({e})") from None
+            raise UserError(f"{p}: invalid TOML ({e})") from None
     for text in overrides:
         (section, key), value = parse_override(text)
         data.setdefault(section, {})[key] = value
     try:
         return RunConfig.from_dict(data)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{path or 'config'}: {e}") from None
+        raise UserError(f"{path or 'config'}: {e}") from None
 
 
 __all__ = ["DataConfig", "ModelConfig", "RunConfig", "TrainConfig", "from_dict", "load_run_config"]

@@ -2,55 +2,73 @@
 
 Tied weights are stored once; every file is written atomically (temporary file, fsync,
 rename), so an interrupted save leaves the previous version intact. Loading needs nothing but
-the directory.
+the directory, and trusts nothing in it:
+
+* ``config.json`` must give every architecture key (``ARCHITECTURE_KEYS``: the fields that
+  decide shapes or outputs); a missing one is an error naming it, never a default;
+* it records the SHA-256 of the weights file, checked at load (a changed byte is an error
+  naming the file); a directory written before the hash existed loads unchecked;
+* the weights file carries the architecture it was saved with, so a ``config.json`` edited or
+  swapped for another model's is caught even when the shapes agree;
+* the tokenizer must have as many tokens as the model's embedding has rows.
+
+Equal weights give equal bytes: the safetensors header's metadata is written in sorted order.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_bytes
 from torch import nn
 
-from aiayn.config import ModelConfig
+from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
+from aiayn.errors import UserError, atomic_write, read_json, read_json_object
 from aiayn.model import build_model
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp_path)``, fsync, then rename over ``path``: all or nothing."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-    try:
-        write(Path(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+RUN_FILE = "run.json"
+HASH_KEY = "sha256"  # config.json: {"model": {...}, "sha256": {"model.safetensors": HEX}}
+CONFIG_METADATA_KEY = "aiayn_config"  # safetensors metadata: the architecture, as JSON
 
 
 def write_json(path: Path, data: Any) -> None:
     atomic_write(path, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """A safetensors file whose bytes depend only on the tensors and metadata.
+
+    The safetensors writer stores the metadata from a hash map, in an order that changes
+    between processes; the header is rewritten with its keys sorted (tensor data untouched).
+    """
+    data = save_bytes(tensors, metadata=metadata)
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # keep the data 8-byte aligned, as the writer does
+    return len(text).to_bytes(8, "little") + text + data[8 + n :]
 
 
 def untied_state_dict(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -81,25 +99,81 @@ def save_model_dir(
         k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous().cpu()
         for k, v in tensors.items()
     }
-    meta = {"tied": json.dumps(tied), "format": "aiayn", **(metadata or {})}
-    atomic_write(directory / WEIGHTS_FILE, lambda p: save_file(tensors, str(p), metadata=meta))
-    write_json(directory / CONFIG_FILE, {"model": model.config.to_dict()})
+    architecture = {k: v for k, v in model.config.to_dict().items() if k in ARCHITECTURE_KEYS}
+    meta = {
+        "tied": json.dumps(tied, sort_keys=True),
+        "format": "aiayn",
+        CONFIG_METADATA_KEY: json.dumps(architecture, sort_keys=True),
+        **(metadata or {}),
+    }
+    data = safetensors_bytes(tensors, meta)
+    atomic_write(directory / WEIGHTS_FILE, lambda p: p.write_bytes(data))
+    digest = hashlib.sha256(data).hexdigest()
+    config = {"model": model.config.to_dict(), HASH_KEY: {WEIGHTS_FILE: digest}}
+    write_json(directory / CONFIG_FILE, config)
+
+
+def _config_file(directory: Path) -> dict:
+    directory = Path(directory)
+    path = directory / CONFIG_FILE
+    if not directory.is_dir():
+        what = "is a file" if directory.exists() else "does not exist"
+        raise UserError(f"{directory}: {what}; a model directory holds {CONFIG_FILE} and weights")
+    if not path.is_file():
+        raise UserError(f"{path}: no model config here (is {directory} a model directory?)")
+    data = read_json_object(path, "model config")
+    if not isinstance(data.get("model"), dict):
+        raise UserError(f"{path}: missing the 'model' table (a JSON object of config fields)")
+    return data
 
 
 def load_config(directory: Path) -> ModelConfig:
+    """The ``ModelConfig`` in ``directory/config.json``; every architecture key must be there."""
     path = Path(directory) / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no model config here (is {directory} a model directory?)")
+    fields = _config_file(directory)["model"]
+    missing = [k for k in ARCHITECTURE_KEYS if k not in fields]
+    if missing:
+        raise UserError(
+            f"{path}: missing architecture key(s) {', '.join(missing)} in the 'model' table; "
+            "they decide the model's shapes and outputs and have no safe default"
+        )
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
-    if "model" not in data:
-        raise ValueError(f"{path}: missing the 'model' table")
-    try:
-        return ModelConfig.from_dict(data["model"])
+        return ModelConfig.from_dict(fields)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{path}: {e}") from None
+        raise UserError(f"{path}: {e}") from None
+
+
+def _verify_hash(directory: Path, path: Path) -> None:
+    recorded = _config_file(directory).get(HASH_KEY, {})
+    want = recorded.get(WEIGHTS_FILE) if isinstance(recorded, dict) else None
+    if want is None:
+        return  # written before the hash was recorded
+    try:
+        got = file_sha256(path)
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the weights ({e.strerror or e})") from None
+    if got != want:
+        raise UserError(
+            f"{path}: the weights are damaged or were replaced (SHA-256 {got[:12]}..., but "
+            f"{directory / CONFIG_FILE} records {str(want)[:12]}...); restore the directory "
+            "from a copy, or save the model again"
+        )
+
+
+def _check_saved_architecture(config: ModelConfig, metadata: dict, path: Path) -> None:
+    """The weights' own record of their architecture must agree with ``config.json``."""
+    try:
+        saved = json.loads(metadata.get(CONFIG_METADATA_KEY, "{}"))
+    except json.JSONDecodeError:
+        raise UserError(f"{path}: damaged metadata ({CONFIG_METADATA_KEY})") from None
+    mine = config.to_dict()
+    diff = sorted(k for k, v in saved.items() if k in mine and mine[k] != v)
+    if diff:
+        shown = ", ".join(f"{k} = {mine[k]!r} (the weights: {saved[k]!r})" for k in diff)
+        raise UserError(
+            f"{path.parent / CONFIG_FILE} does not describe these weights: {shown}; "
+            "restore the config.json saved with them"
+        )
 
 
 def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Module:
@@ -108,15 +182,18 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
     config = load_config(directory)
     path = directory / WEIGHTS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no weights file in the model directory")
+        raise UserError(f"{path}: no weights file in the model directory")
+    _verify_hash(directory, path)
     try:
         tensors = load_file(str(path))
         with open(path, "rb") as f:  # the header holds the tied-names map
             header_len = int.from_bytes(f.read(8), "little")
             header = json.loads(f.read(header_len))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise ValueError(f"{path}: unreadable safetensors file ({e})") from None
-    tied = json.loads(header.get("__metadata__", {}).get("tied", "{}"))
+        metadata = header.get("__metadata__") or {}
+        tied = json.loads(metadata.get("tied", "{}"))
+    except (SafetensorError, OSError, ValueError, AttributeError) as e:
+        raise UserError(f"{path}: unreadable safetensors file ({e})") from None
+    _check_saved_architecture(config, metadata, path)
     model = build_model(config)
     expected = model.state_dict()
     for alias, name in tied.items():
@@ -125,7 +202,7 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
-        raise ValueError(
+        raise UserError(
             f"{path}: weights do not fit {directory / CONFIG_FILE}: "
             f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
             f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
@@ -133,10 +210,57 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
     for name, want in expected.items():
         got = tensors[name]
         if got.shape != want.shape:
-            raise ValueError(
+            raise UserError(
                 f"{path}: tensor {name} has shape {tuple(got.shape)}, but the config needs "
                 f"{tuple(want.shape)}"
             )
         tensors[name] = got.to(want.dtype)
     model.load_state_dict(tensors, strict=True)
     return model.to(device).eval()
+
+
+def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:
+    """The tokenizer must have exactly the rows of the model's embeddings."""
+    sizes = {config.source_vocab, config.target_vocab}
+    if sizes != {tokenizer.vocab_size}:
+        want = " / ".join(str(n) for n in sorted(sizes))
+        raise UserError(
+            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens, but the model's "
+            f"vocab_size is {want}: they belong to different models"
+        )
+
+
+def load_model_and_tokenizer(directory: Path, device: str | torch.device = "cpu"):
+    """(model, tokenizer) of a model directory, checked against each other."""
+    from aiayn.data.tokenizer import load_tokenizer, tokenizer_file
+
+    model = load_model_dir(directory, device)
+    tokenizer = load_tokenizer(Path(directory))
+    check_vocabulary(model.config, tokenizer, str(tokenizer_file(Path(directory))))
+    return model, tokenizer
+
+
+def read_run_json(directory: Path) -> dict:
+    """``directory/run.json`` (the run config and extras saved with a model), or {} if absent."""
+    path = Path(directory) / RUN_FILE
+    if not path.exists():
+        return {}
+    data = read_json_object(path, "run config")
+    for key in ("data", "model", "train"):
+        if key in data and not isinstance(data[key], dict):
+            raise UserError(f"{path}: '{key}' must be a JSON object")
+    return data
+
+
+__all__ = [
+    "atomic_write",
+    "check_vocabulary",
+    "load_config",
+    "load_model_and_tokenizer",
+    "load_model_dir",
+    "read_json",
+    "read_run_json",
+    "save_model_dir",
+    "write_json",
+    "write_text",
+]

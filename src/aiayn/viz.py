@@ -12,8 +12,25 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def read_metrics(path: Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a metrics.jsonl; lines that are not JSON objects (a write cut short) are
+    skipped."""
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _save_png(fig, png_path, dpi: int) -> None:
+    """Write the figure atomically: a failed write leaves no half-written PNG."""
+    from aiayn.modeldir import atomic_write
+
+    atomic_write(Path(png_path), lambda p: fig.savefig(p, format="png", dpi=dpi))
 
 
 def plot_curves(metrics_path: Path, png_path: Path) -> None:
@@ -41,8 +58,7 @@ def plot_curves(metrics_path: Path, png_path: Path) -> None:
     ax_lr.set(xlabel="step", ylabel="learning rate", title="learning rate")
     ax_lr.grid(alpha=0.3)
     fig.tight_layout()
-    Path(png_path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png_path, dpi=100)
+    _save_png(fig, png_path, dpi=100)
     plt.close(fig)
 
 
@@ -62,7 +78,7 @@ def _heatmap_grid(maps, x_labels, y_labels, title, png_path):
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=90)
+    _save_png(fig, png_path, dpi=90)
     plt.close(fig)
 
 
@@ -78,7 +94,6 @@ def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attenti
     src_labels, out_labels, in_labels = att.source, att.output, att.decoder_input
     translation = att.translation
     png_path = Path(png_path)
-    png_path.parent.mkdir(parents=True, exist_ok=True)
     maps = [w.numpy() for w in att.cross]
     _heatmap_grid(
         maps, src_labels, out_labels, f"cross-attention: {sentence} -> {translation}", png_path

@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, Tokenizer
+from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, CharTokenizer, Tokenizer, load_tokenizer
+from aiayn.errors import UserError
 
 TEXTS = [
     "Das Haus ist sehr alt.",
@@ -66,3 +67,64 @@ def test_case_folding_is_kept_in_the_model(tmp_path):
     assert Tokenizer.load(tmp_path).encode(["Das Haus"]) == folded.encode(["das haus"])
     plain = Tokenizer.train(TEXTS, vocab_size=320)
     assert not plain.folds_case and plain.encode(["DAS HAUS"]) != plain.encode(["das haus"])
+
+
+# --------------------------------------------------------------------------- any input at all
+
+ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ANY_TEXT)
+def test_any_string_encodes_or_is_a_user_error(tokenizer, text):
+    # every code point, lone surrogates included: ids in range and an exact round trip, or
+    # the project's own error naming the text
+    try:
+        ids = tokenizer.encode(["ok", text])[1]
+    except UserError as e:
+        assert "text 2" in str(e)
+        with pytest.raises(UnicodeEncodeError):
+            text.encode("utf-8")
+        return
+    assert all(0 <= t < tokenizer.vocab_size for t in ids)
+    assert tokenizer.decode([ids])[0] == text
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-5, 400), max_size=20))
+def test_any_ids_decode_or_are_a_user_error(tokenizer, ids):
+    for tok in (tokenizer, CharTokenizer.train(TEXTS)):
+        try:
+            assert isinstance(tok.decode([ids])[0], str)
+        except UserError as e:
+            assert "outside the tokenizer's vocabulary" in str(e)
+
+
+@settings(max_examples=100, deadline=None)
+@given(ANY_TEXT, ANY_TEXT)
+def test_character_tokenizer_keeps_its_characters_and_names_the_rest(seen, text):
+    tok = CharTokenizer.train([seen])
+    unknown = tok.unknown_characters([text])
+    assert set(unknown) == set(text) - set(seen)
+    kept = "".join(c for c in text if c in set(seen))
+    assert tok.decode(tok.encode([text]))[0] == kept
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_tokenizer_file_loads_or_is_a_user_error(tmp_path_factory, data):
+    directory = tmp_path_factory.mktemp("tok")
+    for name in ("tokenizer.model", "tokenizer.json"):
+        (directory / name).write_bytes(data)
+        try:
+            load_tokenizer(directory)
+        except UserError as e:
+            assert name in str(e)
+        (directory / name).unlink()
+
+
+def test_a_tokenizer_json_of_the_wrong_shape_is_named(tmp_path):
+    for text in ('{"chars": 5}', '{"chars": [1, 2]}', '{"chars": ["ab"]}', "[]", "null"):
+        (tmp_path / "tokenizer.json").write_text(text)
+        with pytest.raises(UserError, match="tokenizer.json"):
+            CharTokenizer.load(tmp_path / "tokenizer.json")

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from aiayn import build_model
+from aiayn.errors import UserError
 from aiayn.modeldir import atomic_write
 from aiayn.train import checkpoint as ckpt
 
@@ -36,9 +37,8 @@ def test_only_the_last_k_are_kept(tmp_path):
 def test_a_save_killed_half_way_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     ckpt.save_checkpoint(tmp_path, 1, {"step": 1, "w": torch.ones(3)}, keep=5)
 
-    def dies_half_way(obj, path):
-        with open(path, "wb") as f:
-            f.write(b"PK\x03\x04 half a file")
+    def dies_half_way(obj, f):
+        f.write(b"PK\x03\x04 half a file")
         raise KeyboardInterrupt  # killed mid-write
 
     monkeypatch.setattr(torch, "save", dies_half_way)
@@ -59,9 +59,10 @@ def test_atomic_write_replaces_whole_files_only(tmp_path):
         p.write_text("new but incomplete")
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match="cannot write .*file.txt: disk full"):
         atomic_write(target, fail)
     assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]  # no temporary file left
 
 
 def test_a_damaged_checkpoint_is_named(tmp_path):

@@ -118,5 +118,11 @@ class HFTokenizer:
     def pieces(self, text: str) -> list[str]:
         return self.tok.encode(text, add_special_tokens=False).tokens
 
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` that encode to unk."""
+        from aiayn.data.tokenizer import characters_read_as_unk
+
+        return characters_read_as_unk(self.encode, texts)
+
     def id_to_piece(self, token: int) -> str:
         return self.vocab_map.piece(token, lambda t: self.tok.id_to_token(t) or "")

@@ -125,5 +125,11 @@ class MarianTokenizer:
     def pieces(self, text: str) -> list[str]:
         return self.source.encode(text, out_type=str)
 
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` that encode to unk."""
+        from aiayn.data.tokenizer import characters_read_as_unk
+
+        return characters_read_as_unk(self.encode, texts)
+
     def id_to_piece(self, token: int) -> str:
         return self.vocab_map.piece(token, lambda t: self.pieces_of.get(t, ""))

@@ -10,6 +10,7 @@ from aiayn.config import DataConfig
 from aiayn.data.batching import Batch, collate, length_batches, shard
 from aiayn.data.files import load_split
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import UserError
 
 
 @dataclass
@@ -63,6 +64,12 @@ def encode_split(
     pairs = list(zip(src, tgt, strict=True))
     if filter_long:
         keep = [i for i, (s, t) in enumerate(pairs) if max(len(s), len(t)) + 1 <= config.max_len]
+        if pairs and not keep:
+            raise UserError(
+                f"{config.corpus}: every one of the {len(pairs)} {split} pairs is longer than "
+                f"data.max_len = {config.max_len} tokens, so nothing is left to train on; "
+                "raise data.max_len"
+            )
         if len(keep) < len(pairs):
             warnings.warn(
                 f"{split}: dropped {len(pairs) - len(keep)} of {len(pairs)} pairs longer than "

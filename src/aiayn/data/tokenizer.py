@@ -14,6 +14,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.errors import UserError, read_json_object
+
 PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
 MASK_PIECE = "<mask>"
 TOKENIZER_FILE = "tokenizer.model"
@@ -104,8 +106,10 @@ class Tokenizer:
             raise FileNotFoundError(f"{path}: no tokenizer here (a model directory holds one)")
         try:
             return cls.from_bytes(path.read_bytes())
-        except RuntimeError as e:
-            raise ValueError(f"{path}: not a sentencepiece model ({e})") from None
+        except OSError as e:
+            raise UserError(f"{path}: cannot read the tokenizer ({e.strerror or e})") from None
+        except (RuntimeError, ValueError) as e:
+            raise UserError(f"{path}: not a sentencepiece model of aiayn ({e})") from None
 
     def save(self, directory: Path) -> None:
         """Write ``tokenizer.model`` into ``directory`` (atomically)."""
@@ -119,7 +123,11 @@ class Tokenizer:
 
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
         """Token ids of each text, optionally framed by bos / eos."""
-        ids = self.sp.encode(list(texts))
+        texts = list(texts)
+        try:
+            ids = self.sp.encode(texts)
+        except (TypeError, UnicodeError) as e:
+            raise UserError(_not_text(texts, e)) from None
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
@@ -135,6 +143,7 @@ class Tokenizer:
             if EOS in seq:
                 seq = seq[: seq.index(EOS)]
             clean.append([t for t in seq if t not in (PAD, BOS, MASK)])
+        _check_ids(clean, self.vocab_size)
         return self.sp.decode(clean)
 
     @property
@@ -147,6 +156,44 @@ class Tokenizer:
 
     def id_to_piece(self, token: int) -> str:
         return self.sp.id_to_piece(token)
+
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` that encode to unk (none with byte fallback)."""
+        return characters_read_as_unk(self.encode, texts)
+
+
+def characters_read_as_unk(encode, texts: list[str]) -> list[str]:
+    """The distinct characters of ``texts`` that ``encode`` (texts -> ids) turns into unk."""
+    found: set[str] = set()
+    for text, ids in zip(texts, encode(list(texts)), strict=True):
+        if UNK in ids:
+            found |= {c for c in set(text) if UNK in encode([c])[0]}
+    return sorted(found)
+
+
+def _not_text(texts: list, error: Exception) -> str:
+    """Which of ``texts`` cannot be tokenized: not a string, or not encodable as UTF-8."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            return f"text {i + 1} is a {type(text).__name__}, not a string"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return (
+                f"text {i + 1} holds {text[e.start]!r} at position {e.start + 1}, which is not "
+                "a Unicode character (a lone surrogate: bytes read with errors='surrogateescape'?)"
+            )
+    return f"the texts cannot be tokenized ({error})"
+
+
+def _check_ids(ids: list[list[int]], vocab_size: int) -> None:
+    for seq in ids:
+        bad = [t for t in seq if not 0 <= t < vocab_size]
+        if bad:
+            raise UserError(
+                f"token id {bad[0]} is outside the tokenizer's vocabulary (0..{vocab_size - 1}): "
+                "the ids come from a model with another vocabulary"
+            )
 
 
 CHAR_TOKENIZER_FILE = "tokenizer.json"
@@ -174,11 +221,18 @@ class CharTokenizer:
         return len(SPECIALS) + len(self.chars)
 
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise UserError(_not_text(texts, TypeError("not a string")))
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 
     def encode_target(self, texts: list[str]) -> list[list[int]]:
         return self.encode(texts)
+
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` outside the vocabulary (encoded as unk)."""
+        return sorted({c for text in texts for c in set(text) if c not in self.index})
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         out = []
@@ -186,6 +240,7 @@ class CharTokenizer:
             seq = list(seq)
             if EOS in seq:
                 seq = seq[: seq.index(EOS)]
+            _check_ids([seq], self.vocab_size)
             n = len(SPECIALS)
             out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
         return out
@@ -204,13 +259,29 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, path: Path) -> CharTokenizer:
-        import json
-
+        data = read_json_object(Path(path), "character tokenizer")
+        chars = data.get("chars")
+        if not isinstance(chars, list) or not all(isinstance(c, str) for c in chars):
+            raise UserError(f"{path}: not a character tokenizer ('chars' must be a list of text)")
         try:
-            data = json.loads(Path(path).read_text())
-            return cls(data["chars"])
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a character tokenizer ({e})") from None
+            return cls(chars)
+        except ValueError as e:
+            raise UserError(f"{path}: {e}") from None
+
+
+def tokenizer_file(directory: Path) -> Path:
+    """The tokenizer file of a model or run directory (``directory`` itself if it is a file)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return directory
+    found = [directory / name for name in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE)]
+    found = [p for p in found if p.is_file()]
+    if len(found) > 1:
+        raise UserError(
+            f"{directory} holds two tokenizers, {found[0].name} (BPE) and {found[1].name} "
+            "(characters); keep the one its model was trained with"
+        )
+    return found[0] if found else directory / TOKENIZER_FILE
 
 
 VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
@@ -231,9 +302,10 @@ def load_tokenizer(directory: Path):
         from aiayn.data.hf_tokenizer import HFTokenizer
 
         return HFTokenizer.load(directory)
-    if (directory / CHAR_TOKENIZER_FILE).is_file():
-        return CharTokenizer.load(directory / CHAR_TOKENIZER_FILE)
-    return Tokenizer.load(directory / TOKENIZER_FILE if directory.is_dir() else directory)
+    path = tokenizer_file(directory)
+    if path.name == CHAR_TOKENIZER_FILE:
+        return CharTokenizer.load(path)
+    return Tokenizer.load(path)
 
 
 def has_tokenizer(directory: Path) -> bool:

@@ -8,6 +8,7 @@ decoder's attention over the encoder output (cross-attention), for the translati
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -45,7 +46,14 @@ def translation_attention(
     if model.config.family != "encoder-decoder":
         raise ValueError(f"attention maps need an encoder-decoder model, not {model.config.family}")
     model.eval()
-    src_ids = tokenizer.encode([sentence])[0][: model.config.max_len - 1] + [EOS]
+    src_ids = tokenizer.encode([sentence])[0]
+    if len(src_ids) > model.config.max_len - 1:
+        warnings.warn(
+            f"the sentence is longer than the model's max_len ({model.config.max_len} tokens); "
+            f"only its first {model.config.max_len - 1} tokens are read",
+            stacklevel=2,
+        )
+    src_ids = src_ids[: model.config.max_len - 1] + [EOS]
     src = torch.tensor([src_ids])  # (1, S)
     hyp = search(model, src, beam, lenpen, max_len_offset)[0][0].tokens
     tgt_in = torch.tensor([[BOS] + hyp[:-1]])  # (1, T): row i predicts hyp[i]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -10,19 +10,37 @@ from torch import Tensor
 
 from aiayn.data.batching import pad
 from aiayn.data.labelled import encode_texts
-from aiayn.data.tokenizer import load_tokenizer
-from aiayn.modeldir import load_model_dir
+from aiayn.errors import UserError
+from aiayn.modeldir import load_config, load_model_and_tokenizer, read_run_json
 
 
 def load_classifier(model_dir: Path):
     """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise."""
     model_dir = Path(model_dir)
-    model = load_model_dir(model_dir)
+    config = load_config(model_dir)
+    if config.family != "encoder-only" or not config.n_classes:
+        fits = {
+            "encoder-decoder": "aiayn translate, evaluate or attention",
+            "decoder-only": "aiayn generate",
+            "encoder-only": "train with train.init_from = it (a pretrained encoder)",
+        }
+        head = " without a classifier head" if config.family == "encoder-only" else ""
+        raise UserError(
+            f"{model_dir} holds no text classifier but a model of the {config.family} "
+            f"family{head}; classify needs an encoder-only classifier (this directory fits: "
+            f"{fits[config.family]})"
+        )
+    labels = read_run_json(model_dir).get("labels")
     run_file = model_dir / "run.json"
-    labels = json.loads(run_file.read_text()).get("labels") if run_file.is_file() else None
-    if model.config.family != "encoder-only" or not model.config.n_classes or not labels:
-        raise ValueError(f"{model_dir} holds no text classifier (no classifier head or labels)")
-    return model, load_tokenizer(model_dir), labels
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise UserError(f"{run_file}: no 'labels' list (the class names of the classifier)")
+    if len(labels) != config.n_classes:
+        raise UserError(
+            f"{run_file}: {len(labels)} labels, but the classifier has {config.n_classes} "
+            "classes; restore the run.json saved with the model"
+        )
+    model, tokenizer = load_model_and_tokenizer(model_dir)
+    return model, tokenizer, labels
 
 
 @torch.no_grad()
@@ -63,6 +81,14 @@ def class_probabilities(
                 "an ensemble needs the same labels in the same order"
             )
         labels = these
+        unknown = tokenizer.unknown_characters(texts)
+        if unknown:
+            shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            warnings.warn(
+                f"{model_dir}: {len(unknown)} character(s) not in the vocabulary are read as "
+                f"<unk>: {shown}",
+                stacklevel=2,
+            )
         probs = classify_texts(model, tokenizer, texts, batch_size, str(model_dir))  # (N, C)
         total = probs if total is None else total + probs
     return labels, total / len(model_dirs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 
@@ -66,7 +67,9 @@ def translate(
     """n-best (translation, score) lists for ``texts``, in input order.
 
     Sentences are sorted by length and batched up to ``max_tokens`` source tokens times the
-    beam (or ``nbest``); ``stats`` (if given) receives sentences/s and generated tokens/s.
+    beam (or ``nbest``); ``stats`` (if given) receives sentences/s, generated tokens/s and
+    "truncated", the indices of the texts longer than the model's ``max_len`` (only their first
+    ``max_len - 1`` tokens are read; without ``stats`` that is a warning).
     With ``sampling`` (beam 1), ``nbest`` samples per sentence in the order drawn, each
     scored by its log-probability under the model; ``texts[k]`` counts as sentence
     ``first_index + k`` for the seeds, so a sentence samples the same whatever else is
@@ -77,7 +80,15 @@ def translate(
     if sampling is not None and beam != 1:
         raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
     ids = tokenizer.encode(texts)
-    ids = [x[: model.config.max_len - 1] + [EOS] for x in ids]
+    limit = model.config.max_len - 1
+    truncated = [i for i, x in enumerate(ids) if len(x) > limit]
+    if truncated and stats is None:
+        warnings.warn(
+            f"{len(truncated)} of {len(ids)} texts are longer than the model's max_len "
+            f"({model.config.max_len} tokens); only their first {limit} tokens are translated",
+            stacklevel=2,
+        )
+    ids = [x[:limit] + [EOS] for x in ids]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out: list = [None] * len(ids)
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
@@ -102,7 +113,11 @@ def translate(
         i = j
     if stats is not None:
         seconds = max(time.perf_counter() - start, 1e-9)
-        stats.update(sentences_per_s=len(texts) / seconds, tokens_per_s=produced / seconds)
+        stats.update(
+            sentences_per_s=len(texts) / seconds,
+            tokens_per_s=produced / seconds,
+            truncated=truncated,
+        )
     return out
 
 

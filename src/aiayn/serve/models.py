@@ -17,13 +17,13 @@ from pathlib import Path
 
 import torch
 
-from aiayn.data.tokenizer import has_tokenizer, load_tokenizer
+from aiayn.data.tokenizer import has_tokenizer
 from aiayn.infer.attention import AttentionMap, translation_attention
 from aiayn.infer.classify import classify_texts
 from aiayn.infer.embed import embed_texts
 from aiayn.infer.sampling import generate_steps
 from aiayn.infer.translate import translate
-from aiayn.modeldir import load_config, load_model_dir
+from aiayn.modeldir import load_config, load_model_and_tokenizer
 
 
 @dataclass(frozen=True)
@@ -70,15 +70,9 @@ class ServedModel:
     def __init__(self, spec: ModelSpec) -> None:
         check_spec(spec)
         self.name, self.path = spec.name, Path(spec.path)
-        self.model = load_model_dir(self.path)
-        self.tokenizer = load_tokenizer(self.path)
+        self.model, self.tokenizer = load_model_and_tokenizer(self.path)  # checked together
         self.config = self.model.config
         self.family = self.config.family
-        if self.tokenizer.vocab_size > self.config.vocab_size:
-            raise ValueError(
-                f"{self.path}: the tokenizer has {self.tokenizer.vocab_size} pieces, the model "
-                f"{self.config.vocab_size}"
-            )
         run = read_run(self.path)
         data = run.get("data", {})
         self.labels: list[str] | None = run.get("labels") if self.config.n_classes else None

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aiayn.config import RunConfig
+from aiayn.errors import UserError
 from aiayn.modeldir import atomic_write
 
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
@@ -46,10 +48,15 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(state["numpy"])
 
 
+def _save(state: dict, path: Path) -> None:
+    with open(path, "wb") as f:  # through a Python file, a failed write keeps its OSError
+        torch.save(state, f)
+
+
 def save_checkpoint(directory: Path, step: int, state: dict, keep: int) -> Path:
     """Write ``state`` atomically as checkpoint-STEP.pt, then delete all but the last ``keep``."""
     path = checkpoint_path(directory, step)
-    atomic_write(path, lambda p: torch.save(state, p))
+    atomic_write(path, lambda p: _save(state, p))
     if keep > 0:
         for old in list_checkpoints(directory)[:-keep]:
             old.unlink(missing_ok=True)
@@ -59,19 +66,66 @@ def save_checkpoint(directory: Path, step: int, state: dict, keep: int) -> Path:
 def load_checkpoint(path: Path) -> dict:
     path = Path(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # torch raises several types for a damaged file
-        raise ValueError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e})") from None
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UserError(f"{path}: unreadable checkpoint ({type(e).__name__}: {first})") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{path}: not a training checkpoint of aiayn")
+    return state
 
 
-def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def run_config_of(state: dict, path: Path) -> RunConfig:
+    """The run config a checkpoint was trained with."""
+    try:
+        return RunConfig.from_dict(state["run"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(
+            f"{path}: the checkpoint's run config is missing or invalid ({e})"
+        ) from None
+
+
+def load_model_state(model, state: dict, path: Path, hint: str = "") -> None:
+    """``model.load_state_dict(state)``, after checking that every tensor fits: a mismatch is a
+    ``UserError`` naming the checkpoint, the tensors and ``hint`` (what the model was built from)
+    instead of torch's list of every tensor."""
+    if not isinstance(state, dict):
+        raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = [
+        f"{k} is {tuple(state[k].shape)} there, {tuple(v.shape)} here"
+        for k, v in expected.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if missing or unexpected or wrong:
+        parts = wrong[:3]
+        if missing:
+            parts.append(f"missing {', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}")
+        if unexpected:
+            more = "..." if len(unexpected) > 3 else ""
+            parts.append(f"unexpected {', '.join(unexpected[:3])}{more}")
+        raise UserError(
+            f"{path} does not fit this model: {'; '.join(parts)}" + (f" ({hint})" if hint else "")
+        )
+    model.load_state_dict(state)
+
+
+def average_state_dicts(
+    states: list[dict[str, torch.Tensor]], names: list[str] | None = None
+) -> dict[str, torch.Tensor]:
     """Element-wise mean of model state dicts with the same keys (floating tensors only)."""
     if not states:
-        raise ValueError("no checkpoints to average")
+        raise UserError("no checkpoints to average")
+    names = names or [f"checkpoint {i}" for i in range(len(states))]
     keys = set(states[0])
     for i, s in enumerate(states[1:], 1):
-        if set(s) != keys:
-            raise ValueError(f"checkpoint {i} has different parameters from checkpoint 0")
+        if set(s) != keys or any(s[k].shape != states[0][k].shape for k in keys):
+            raise UserError(
+                f"{names[i]} has other parameters than {names[0]}: they are checkpoints of "
+                "different models and cannot be averaged"
+            )
     out = {}
     for k, v in states[0].items():
         if v.is_floating_point():
@@ -86,4 +140,8 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torc
 
 def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     """Mean of the model weights stored in the training checkpoints ``paths``."""
-    return average_state_dicts([load_checkpoint(p)["model"] for p in paths])
+    states = [load_checkpoint(p).get("model") for p in paths]
+    for path, state in zip(paths, states, strict=True):
+        if not isinstance(state, dict):
+            raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
+    return average_state_dicts(states, [str(p) for p in paths])

@@ -10,6 +10,7 @@ optimizer step takes ``accum_steps * world_size`` batches, rank r computing ever
 Run directory layout::
 
     run.json            the full run config
+    train.lock          pid and host of the training that runs in it (see ``rundir``)
     tokenizer.model     trained once at the start, reused on resume
     checkpoints/        checkpoint-STEP.pt, the last K
     metrics.jsonl       one JSON object per log line / validation
@@ -20,22 +21,33 @@ Run directory layout::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import signal
 import time
+import warnings
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from aiayn.config import RunConfig
-from aiayn.data.tokenizer import PAD, has_tokenizer, load_tokenizer
+from aiayn.config import ModelConfig, RunConfig
+from aiayn.data.tokenizer import PAD, has_tokenizer, load_tokenizer, tokenizer_file
+from aiayn.errors import TrainingInterrupted, UserError, read_json_object
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import distributed as ddp
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer, schedule_steps
+from aiayn.train.rundir import (
+    RunLock,
+    StopSignals,
+    check_run_directory,
+    remove_temp_files,
+    repair_metrics,
+)
 from aiayn.train.tasks import make_task
 
 
@@ -62,21 +74,49 @@ class Trainer:
         torch.manual_seed(tc.seed)
         self.ctx = ddp.setup(tc.device, tc.precision)
         self.progress = progress and self.ctx.is_main
+        self.stop, self.stop_everywhere = StopSignals(), False
+        self.lock = RunLock(self.out_dir)
+        created = not self.out_dir.exists()
+        if self.ctx.is_main:  # before anything is written: one training per directory
+            check_run_directory(self.out_dir)
+            self.lock.acquire()
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            if created and self.out_dir.is_dir() and not any(self.out_dir.iterdir()):
+                self.out_dir.rmdir()  # leave no empty directory behind a failed start
+            raise
 
+    def _prepare(self) -> None:
+        run, tc = self.run, self.run.train
         existing = ckpt.list_checkpoints(self.ckpt_dir)
-        self._check_same_run(existing)
+        if self.ctx.is_main:
+            remove_temp_files(self.out_dir)  # of writes a killed run left half done
+        state = self._load_last(existing)
+        self._check_same_run(existing, state)
         self.task = make_task(run)
+        if run.model.family not in (ModelConfig().family, self.task.family):
+            raise UserError(
+                f"model.family = {run.model.family!r} does not fit data.task = "
+                f"{run.data.task!r}, which trains the {self.task.family} family; leave "
+                "model.family out (the task decides it) or change data.task"
+            )
         pretrained = load_tokenizer(Path(tc.init_from)) if tc.init_from else None
         if pretrained is not None:
             self._check_case_folding(pretrained, tc.init_from)
         if self.ctx.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
+            if not existing and has_tokenizer(self.out_dir):
+                self._drop_outdated_tokenizer()
             if not has_tokenizer(self.out_dir):
                 tokenizer = pretrained if pretrained is not None else self.task.train_tokenizer()
                 tokenizer.save(self.out_dir)
             write_json(self.out_dir / "run.json", run.to_dict())
         ddp.barrier(self.ctx)  # the other ranks read the tokenizer rank 0 wrote
         self.tokenizer = load_tokenizer(self.out_dir)
+        path = tokenizer_file(self.out_dir)
+        self.tokenizer_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
 
         self.model_config = run.model.replace(
             vocab_size=self.tokenizer.vocab_size,
@@ -86,6 +126,8 @@ class Trainer:
         )
         self.task.load(self.tokenizer)
         self.valid_batches = self.task.valid_batches()
+        if not self.valid_batches:
+            raise UserError(f"{run.data.corpus}: the valid split is empty; validation needs text")
 
         self.model = build_model(self.model_config).to(self.ctx.device)
         if self.ctx.rank:  # same initial weights everywhere, different dropout masks
@@ -104,10 +146,18 @@ class Trainer:
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
         self.grad_norm, self.nonfinite_in_a_row = 0.0, 0
-        if existing:
-            self._resume(existing[-1])
-        elif tc.init_from:
-            self._init_from(Path(tc.init_from))
+        if state is not None:
+            self._resume(existing[-1], state)
+        else:
+            if self.ctx.is_main:  # records of an attempt that saved no checkpoint
+                repair_metrics(self.metrics_path, self.step)
+            if tc.init_from:
+                self._init_from(Path(tc.init_from))
+
+    def close(self) -> None:
+        """Give the run directory back (the lock) and the signals their usual handlers."""
+        self.stop.restore()
+        self.lock.release()
 
     def _schedule_steps(self) -> int:
         """The run's length in optimizer steps, for the schedules that decay to zero."""
@@ -126,25 +176,81 @@ class Trainer:
                 f"set data.lowercase = {str(folds).lower()} (the tokenizer cannot change)"
             )
 
-    def _check_same_run(self, existing: list[Path]) -> None:
+    @staticmethod
+    def _load_last(existing: list[Path]) -> dict | None:
+        if not existing:
+            return None
+        try:
+            return ckpt.load_checkpoint(existing[-1])
+        except UserError as e:
+            if len(existing) < 2:
+                raise
+            raise UserError(
+                f"{e}; to resume from the checkpoint before it, {existing[-2].name}, "
+                f"move {existing[-1].name} out of the way"
+            ) from None
+
+    def _saved_run(self) -> dict | None:
+        path = self.out_dir / "run.json"
+        return read_json_object(path, "run config") if path.is_file() else None
+
+    def _check_same_run(self, existing: list[Path], state: dict | None) -> None:
         """Refuse to resume a run whose model or data config has changed.
 
-        A key missing from an older run.json counts as its default value.
+        The run config stored in the last checkpoint decides (run.json if an older checkpoint
+        has none); a key missing from an older config counts as its default value.
         """
-        saved = self.out_dir / "run.json"
-        if not existing or not saved.is_file():
+        if not existing:
             return
-        old = json.loads(saved.read_text())
+        old = state.get("run") if state else None
+        where = f"its last checkpoint {existing[-1].name}"
+        if not isinstance(old, dict):
+            old, where = self._saved_run(), "run.json"
+        if old is None:
+            return
+        old = json.loads(json.dumps(old))  # tuples as lists, as in run.json
         new = json.loads(json.dumps(self.run.to_dict()))
         defaults = json.loads(json.dumps(RunConfig().to_dict()))
         for section in ("model", "data"):
-            before = {**defaults[section], **old.get(section, {})}
+            saved = old.get(section) if isinstance(old.get(section), dict) else {}
+            before = {**defaults[section], **saved}
             diff = sorted(k for k, v in new[section].items() if before.get(k) != v)
             if diff:
-                raise ValueError(
+                shown = ", ".join(f"{k} {before.get(k)!r} -> {new[section][k]!r}" for k in diff)
+                raise UserError(
                     f"{self.out_dir} holds a run with a different [{section}] config "
-                    f"(differs in: {', '.join(diff)}); use a new output directory to start afresh"
+                    f"(by {where}; differs in: {shown}); resume it with its own settings, "
+                    "or use a new output directory to start afresh"
                 )
+
+    TOKENIZER_KEYS = (
+        "task", "corpus", "src_lang", "tgt_lang", "extra_train", "tokenizer", "vocab_size",
+        "lowercase",
+    )  # fmt: skip
+
+    def _drop_outdated_tokenizer(self) -> None:
+        """A run that saved no checkpoint yet keeps its tokenizer only if the settings that
+        made it are unchanged; otherwise it is trained again (nothing else depends on it)."""
+        old = self._saved_run()
+        if old is None:
+            return
+        new = self.run.to_dict()
+        before = {**RunConfig().to_dict()["data"], **(old.get("data") or {})}
+        diff = [
+            k
+            for k in self.TOKENIZER_KEYS
+            if json.dumps(before.get(k)) != json.dumps(new["data"][k])
+        ]
+        if (old.get("train") or {}).get("init_from", "") != new["train"]["init_from"]:
+            diff.append("train.init_from")
+        if diff:
+            path = tokenizer_file(self.out_dir)
+            warnings.warn(
+                f"{path}: made with other settings ({', '.join(diff)} changed) and no "
+                "checkpoint uses it yet: building it again",
+                stacklevel=2,
+            )
+            path.unlink()
 
     def _init_from(self, directory: Path) -> None:
         """Start from the weights of a model directory (fine-tuning, or continuing a model)."""
@@ -174,9 +280,19 @@ class Trainer:
         fresh = sorted(set(state) - set(shared))  # e.g. a new classifier head
         self.log({"event": "init_from", "model_dir": str(directory), "fresh": fresh})
 
-    def _resume(self, path: Path) -> None:
-        state = ckpt.load_checkpoint(path)
-        self.model.load_state_dict(state["model"])
+    def _resume(self, path: Path, state: dict) -> None:
+        token_file = tokenizer_file(self.out_dir)
+        hint = (
+            f"this run's tokenizer, {token_file}, has a vocabulary of "
+            f"{self.tokenizer.vocab_size} tokens"
+        )
+        ckpt.load_model_state(self.model, state.get("model"), path, hint)
+        recorded = state.get("tokenizer_sha256")
+        if recorded is not None and recorded != self.tokenizer_sha256:
+            raise UserError(
+                f"{token_file} is not the tokenizer {path.name} was trained with (its SHA-256 "
+                "differs); restore the run's own tokenizer, or use a new output directory"
+            )
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         per_rank = state.get("rng_ranks") or []
@@ -186,13 +302,18 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
         self.elapsed, self.best_valid = state["elapsed"], state["best_valid"]
+        if self.ctx.is_main:  # a step replayed from here on is logged once
+            repair_metrics(self.metrics_path, self.step)
         self.log({"event": "resume", "step": self.step, "checkpoint": path.name})
 
     def log(self, record: dict) -> None:
         if not self.ctx.is_main:
             return
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            with open(self.metrics_path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as e:
+            raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}") from None
 
     def save_checkpoint(self) -> Path | None:
         rng = ddp.gather(ckpt.rng_state(), self.ctx)  # every rank takes part
@@ -211,6 +332,7 @@ class Trainer:
             "elapsed": self.elapsed,
             "best_valid": self.best_valid,
             "run": self.run.to_dict(),
+            "tokenizer_sha256": self.tokenizer_sha256,
         }
         return ckpt.save_checkpoint(
             self.ckpt_dir, self.step, state, self.run.train.keep_checkpoints
@@ -291,9 +413,13 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         seconds = time.perf_counter() - start
-        if ctx.distributed:  # one all-reduce: the logged losses and a common clock
-            total, total_nll, seconds = ddp.all_reduce_sum([total, total_nll, seconds], ctx)
+        if ctx.distributed:  # one all-reduce: the logged losses, a common clock, a stop signal
+            stop = float(self.stop.received is not None)
+            total, total_nll, seconds, stop = ddp.all_reduce_sum(
+                [total, total_nll, seconds, stop], ctx
+            )
             seconds /= ctx.world_size
+            self.stop_everywhere = stop > 0
         return total / n_tokens, total_nll / n_tokens, n_tokens, seconds
 
     MAX_NONFINITE_IN_A_ROW = 5
@@ -322,12 +448,40 @@ class Trainer:
             groups.pop()
         return groups
 
+    def _stop_requested(self) -> bool:
+        """SIGINT or SIGTERM arrived (on any rank: they agree through the step's all-reduce)."""
+        return self.stop_everywhere if self.ctx.distributed else self.stop.received is not None
+
+    def _interrupted(self, saved: bool) -> None:
+        """Save a checkpoint at the current step (unless one was just saved), and stop."""
+        if not saved:
+            self.save_checkpoint()
+        signum = self.stop.received or signal.SIGTERM
+        name = signal.Signals(signum).name
+        self.log({"event": "interrupted", "step": self.step, "signal": name})
+        path = ckpt.checkpoint_path(self.ckpt_dir, self.step)
+        raise TrainingInterrupted(f"{name}: stopped at step {self.step}, saved {path}", signum)
+
     def fit(self) -> dict:
+        """Train to the end of the budget; SIGINT / SIGTERM stop it after the current step
+        with a checkpoint (``TrainingInterrupted``). The run directory is released after."""
+        self.stop.install()
+        try:
+            return self._fit()
+        finally:
+            self.close()
+
+    def _fit(self) -> dict:
         tc = self.run.train
         self.model.train()
         stop = self._out_of_budget()
         while self.epoch < tc.max_epochs and not stop:
             groups = self._groups(self.task.train_batches(self.epoch))
+            if not groups:
+                raise UserError(
+                    f"{self.run.data.corpus}: the train split gives no training batch (every "
+                    "example was dropped or the split is empty); check data.max_len and the data"
+                )
             bar = tqdm(
                 total=len(groups),
                 initial=self.batch_pos,
@@ -362,6 +516,9 @@ class Trainer:
                     self.model.train()
                 if self.step % tc.checkpoint_every == 0:
                     self.save_checkpoint()
+                if self._stop_requested():
+                    bar.close()
+                    self._interrupted(saved=self.step % tc.checkpoint_every == 0)
                 if self._out_of_budget():
                     stop = True
                     break
@@ -435,4 +592,5 @@ def train(run: RunConfig, out_dir: Path, progress: bool = True) -> dict:
     try:
         return trainer.fit()
     finally:
+        trainer.close()
         ddp.teardown(trainer.ctx)

@@ -8,7 +8,8 @@
   ``random.Random(seed)`` shuffle of the sorted groups, so no German source (and no English
   reference) is in two splits.
 * Writing: every ``.gz`` file is UTF-8 written by gzip with mtime=0 and no file name, so
-  equal inputs give equal bytes; ``stats.json`` is sorted, indented JSON.
+  equal inputs give equal bytes; ``stats.json`` is sorted, indented JSON. Each file is written
+  atomically (``aiayn.errors.atomic_write``): a failed write leaves the previous file.
 
 Standard library only.
 """
@@ -23,6 +24,8 @@ import re
 import subprocess
 import unicodedata
 from pathlib import Path
+
+from aiayn.errors import atomic_write
 
 SPLITS = ("train", "valid", "test")
 TEST_PAIRS = 1000  # test gets at least this many pairs (whole groups are added)
@@ -137,11 +140,16 @@ def check_no_leakage(splits: dict[str, list[Pair]]) -> None:
 
 
 def write_gz_text(path: Path, text: str) -> None:
-    """Write UTF-8 text to a gzip file whose bytes depend only on the text."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0) as gz:
-        gz.write(text.encode("utf-8"))
+    """Write UTF-8 text to a gzip file whose bytes depend only on the text (atomically)."""
+
+    def write(tmp: Path) -> None:
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0) as gz,
+        ):
+            gz.write(text.encode("utf-8"))
+
+    atomic_write(Path(path), write)
 
 
 def write_gz_lines(path: Path, lines: list[str]) -> None:
@@ -161,7 +169,7 @@ def write_parallel(
 def write_stats(out_dir: Path, stats: dict) -> None:
     """``out_dir/stats.json``: sorted, indented, UTF-8 JSON."""
     text = json.dumps(stats, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    (Path(out_dir) / "stats.json").write_text(text, encoding="utf-8")
+    atomic_write(Path(out_dir) / "stats.json", lambda p: p.write_text(text, encoding="utf-8"))
 
 
 def write_parallel_corpus(out_dir: Path, splits: dict[str, list[Pair]], stats: dict) -> dict:

