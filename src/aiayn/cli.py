@@ -151,14 +151,15 @@ def cmd_train(args: argparse.Namespace) -> None:
 FAMILY_COMMANDS = {
     "encoder-decoder": "translate, evaluate or attention",
     "decoder-only": "generate",
-    "encoder-only classifier": "classify",
-    "encoder-only": "train with train.init_from = it (a pretrained encoder)",
+    "encoder-only classifier": "classify or embed",
+    "encoder-only": "embed, or train with train.init_from = it (a pretrained encoder)",
 }
 COMMAND_FAMILIES = {
     "translate": "encoder-decoder",
     "evaluate": "encoder-decoder",
     "attention": "encoder-decoder",
     "generate": "decoder-only",
+    "embed": "encoder-only",
 }
 
 
@@ -393,7 +394,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
     if args.chunk < 1:
         raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
-    model, tokenizer = _load(args.model_dir)
+    model, tokenizer = _load(args.model_dir, "embed")
     while True:  # stream: read a chunk, embed it (length-sorted inside), print in order
         lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
         if not lines:

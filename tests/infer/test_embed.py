@@ -69,7 +69,7 @@ def test_only_encoder_only_models_embed(tokenizer):
 
 @pytest.fixture
 def model_dir(tmp_path, tokenizer):
-    model = encoder(n_classes=2)  # a classifier embeds too: its pooled states
+    model = encoder(n_classes=2, vocab_size=tokenizer.vocab_size)  # a classifier embeds too
     save_model_dir(tmp_path / "m", model)
     tokenizer.save(tmp_path / "m")
     return tmp_path / "m"
@@ -99,4 +99,4 @@ def test_cli_errors_name_the_problem(model_dir, tmp_path, capsys, monkeypatch):
     save_model_dir(lm, build_model(ModelConfig.preset("tiny", family="decoder-only")))
     CharTokenizer.train(TEXTS).save(lm)
     assert main(["embed", str(lm)]) == 2
-    assert "encoder-only model, not a decoder-only one" in capsys.readouterr().err
+    assert "embed needs an encoder-only model" in capsys.readouterr().err

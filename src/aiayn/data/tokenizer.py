@@ -8,6 +8,7 @@ fold case, as a classifier may be.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Iterable
 from pathlib import Path
@@ -269,11 +270,18 @@ class CharTokenizer:
             raise UserError(f"{path}: {e}") from None
 
 
+VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
+IMPORTED_TOKENIZER_FILES = ("tokenizer.json", "source.spm", "target.spm", "vocab.json")
+
+
 def tokenizer_file(directory: Path) -> Path:
-    """The tokenizer file of a model or run directory (``directory`` itself if it is a file)."""
+    """The tokenizer file of a model or run directory (``directory`` itself if it is a file);
+    for an imported tokenizer, its ``vocab_map.json``."""
     directory = Path(directory)
     if not directory.is_dir():
         return directory
+    if (directory / VOCAB_MAP_FILE).is_file():
+        return directory / VOCAB_MAP_FILE
     found = [directory / name for name in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE)]
     found = [p for p in found if p.is_file()]
     if len(found) > 1:
@@ -284,7 +292,26 @@ def tokenizer_file(directory: Path) -> Path:
     return found[0] if found else directory / TOKENIZER_FILE
 
 
-VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
+def remove_tokenizer(directory: Path) -> None:
+    """Delete the tokenizer of ``directory`` (every file of an imported one)."""
+    path = tokenizer_file(directory)
+    if path.name == VOCAB_MAP_FILE:
+        for name in IMPORTED_TOKENIZER_FILES:
+            (path.parent / name).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+def tokenizer_sha256(directory: Path) -> str:
+    """A digest of the tokenizer of ``directory``: its file's SHA-256, or for an imported
+    tokenizer the SHA-256 of all its files (names and bytes)."""
+    path = tokenizer_file(directory)
+    if path.name != VOCAB_MAP_FILE:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for name in (VOCAB_MAP_FILE, *IMPORTED_TOKENIZER_FILES):
+        if (path.parent / name).is_file():
+            digest.update(name.encode() + b"\0" + (path.parent / name).read_bytes())
+    return digest.hexdigest()
 
 
 def load_tokenizer(directory: Path):

@@ -21,7 +21,6 @@ Run directory layout::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import signal
@@ -33,7 +32,14 @@ import torch
 from tqdm import tqdm
 
 from aiayn.config import ModelConfig, RunConfig
-from aiayn.data.tokenizer import PAD, has_tokenizer, load_tokenizer, tokenizer_file
+from aiayn.data.tokenizer import (
+    PAD,
+    has_tokenizer,
+    load_tokenizer,
+    remove_tokenizer,
+    tokenizer_file,
+    tokenizer_sha256,
+)
 from aiayn.errors import TrainingInterrupted, UserError, read_json_object
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir, write_json
@@ -115,8 +121,7 @@ class Trainer:
             write_json(self.out_dir / "run.json", run.to_dict())
         ddp.barrier(self.ctx)  # the other ranks read the tokenizer rank 0 wrote
         self.tokenizer = load_tokenizer(self.out_dir)
-        path = tokenizer_file(self.out_dir)
-        self.tokenizer_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+        self.tokenizer_sha256 = tokenizer_sha256(self.out_dir)
 
         self.model_config = run.model.replace(
             vocab_size=self.tokenizer.vocab_size,
@@ -250,7 +255,7 @@ class Trainer:
                 "checkpoint uses it yet: building it again",
                 stacklevel=2,
             )
-            path.unlink()
+            remove_tokenizer(self.out_dir)
 
     def _init_from(self, directory: Path) -> None:
         """Start from the weights of a model directory (fine-tuning, or continuing a model)."""
