@@ -81,7 +81,7 @@ def minilm_dirs(tmp_path_factory):
 
 
 def real_sentences(n: int = 24) -> list[str]:
-    from aiayn.data.labelled import read_labelled
+    from aiayn.data.files import read_labelled
 
     texts = [text for text, _ in read_labelled(REPO_ROOT / "data" / "rotten-tomatoes", "test")]
     return texts[:n] + ["Ein Satz auf Deutsch: Größe, Müller, Ça va?", "", "OK!!! 🙂 100% meh"]
