@@ -17,7 +17,7 @@ from aiayn.data.labelled import encode_texts
 
 @torch.no_grad()
 def embed_texts(
-    model, tokenizer, texts: list[str], normalize: bool = False, batch_size: int = 64
+    model, tokenizer, texts: list[str], normalize: bool = False, *, batch_size: int = 64
 ) -> Tensor:
     """Embeddings (N, D) of ``texts``: the encoder's states pooled as ``model.config.pooling``
     says (Phuong & Hutter 2022, Algorithm 9, without a head); unit length with ``normalize``.
