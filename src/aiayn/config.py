@@ -286,6 +286,9 @@ class TrainConfig:
     valid_every: int = 0  # steps; 0 = once per epoch
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
+    keep_best: str = (
+        "loss"  # best/ holds the lowest valid loss | "accuracy": the highest (classifiers)
+    )
     average_last: int = 0  # average the last K checkpoints into the final model (0 = off)
     threads: int = 0  # torch intra-op threads; 0 = torch's default
     init_from: str = ""  # a model directory to start from (its weights and tokenizer)
@@ -302,6 +305,7 @@ class TrainConfig:
         _check_int("train.checkpoint_every", self.checkpoint_every, 1)
         _check_float("train.lr_scale", self.lr_scale, 0.0, 1e6)
         _check_choice("train.schedule", self.schedule, SCHEDULES)
+        _check_choice("train.keep_best", self.keep_best, ("loss", "accuracy"))
         _check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         if not isinstance(self.compile, bool):
@@ -327,6 +331,13 @@ class RunConfig:
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
+
+    def __post_init__(self) -> None:
+        if self.train.keep_best == "accuracy" and self.data.task != "classification":
+            raise ValueError(
+                "train.keep_best = 'accuracy' needs data.task = 'classification' "
+                f"(got {self.data.task!r}); use 'loss'"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -217,16 +217,36 @@ def test_lowercase_needs_bpe_and_a_labelled_task(data):
         RunConfig.from_dict({"data": base | data})
 
 
-def test_linear_schedule_reaches_zero_at_the_end_of_the_epochs(labelled_corpus, tmp_path, capsys):
+def test_linear_schedule_to_the_end_of_the_epochs_and_best_by_accuracy(
+    labelled_corpus, tmp_path, capsys
+):
     extra = ['train.schedule="linear"', "train.max_epochs=2", "train.log_every=1"]
     extra += ["train.max_steps=0", "train.warmup=2", "train.weight_decay=0.01"]
+    extra += ['train.keep_best="accuracy"', "train.valid_every=3", "train.lr_scale=0.003"]
     assert main(args("classification", labelled_corpus, tmp_path / "r", 0, extra)) == 0
     summary = json.loads(capsys.readouterr().out)
     records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").open()]
     logged = [r["lr"] for r in records if "lr" in r]  # the rate of the step that follows
     total = summary["step"]
     assert summary["epoch"] == 2 and len(logged) == total > 4
-    peak = 0.1
+    peak = 0.003
     expected = [peak * max(0.0, (total - s) / (total - 2)) for s in range(2, total + 2)]
     assert logged == pytest.approx(expected, rel=1e-9, abs=1e-15)
     assert logged[-1] == 0.0
+
+    valid = [r for r in records if "valid_accuracy" in r and "event" not in r]
+    assert len(valid) >= 4
+    record = -1.0
+    for r in valid:  # best/ is written whenever the accuracy beats every earlier one
+        assert r.get("best", False) == (r["valid_accuracy"] > record)
+        record = max(record, r["valid_accuracy"])
+    assert summary["best_valid_accuracy"] == record and "best_valid_loss" not in summary
+
+
+def test_best_by_accuracy_needs_a_classifier():
+    from aiayn.config import RunConfig
+
+    with pytest.raises(ValueError, match="keep_best = 'accuracy' needs data.task"):
+        RunConfig.from_dict({"data": {"task": "mlm"}, "train": {"keep_best": "accuracy"}})
+    with pytest.raises(ValueError, match="train.keep_best must be one of loss, accuracy"):
+        RunConfig.from_dict({"train": {"keep_best": "bleu"}})

@@ -14,7 +14,7 @@ Run directory layout::
     tokenizer.model     trained once at the start, reused on resume
     checkpoints/        checkpoint-STEP.pt, the last K
     metrics.jsonl       one JSON object per log line / validation
-    best/               model directory with the best validation loss
+    best/               model directory with the best validation loss (or accuracy)
     model/              the final model directory (averaged when train.average_last > 0)
     curves.png          loss and learning-rate curves
 """
@@ -361,8 +361,10 @@ class Trainer:
         record["valid_ppl"] = math.exp(min(loss, 50.0))
         if self.model_config.n_classes:
             record["valid_accuracy"] = accuracy(self.model, self.valid_batches, self.ctx.device)
-        if loss < self.best_valid:
-            self.best_valid = loss
+        # best/ keeps the lowest loss or, with keep_best = "accuracy", the highest accuracy
+        score = -record["valid_accuracy"] if self.run.train.keep_best == "accuracy" else loss
+        if score < self.best_valid:
+            self.best_valid = score
             record["best"] = True
         if record.get("best") and self.ctx.is_main:
             save_trained_model(
@@ -576,7 +578,11 @@ class Trainer:
             "train_minutes": self.elapsed / 60,
             "valid_loss": valid_loss,
             "valid_ppl": math.exp(min(valid_loss, 50.0)),
-            "best_valid_loss": self.best_valid,
+            **(
+                {"best_valid_accuracy": -self.best_valid}
+                if tc.keep_best == "accuracy"
+                else {"best_valid_loss": self.best_valid}
+            ),
             "averaged_checkpoints": tc.average_last,
             "parameters": sum(p.numel() for p in model.parameters()),
         }
