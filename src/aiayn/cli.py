@@ -323,9 +323,7 @@ def cmd_average(args: argparse.Namespace) -> None:
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
 
-    run_dir, out = Path(args.run_dir), Path(args.out)
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise UserError(f"--out {out} exists and is not empty; add --force to replace its model")
+    run_dir, out = Path(args.run_dir), _fresh_output(Path(args.out), args.force)
     paths = ckpt.list_checkpoints(run_dir / "checkpoints")
     if not paths:
         raise UserError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
@@ -434,6 +432,44 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
         torch.set_num_threads(args.threads)
     run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
+
+
+def _fresh_output(out: Path, force: bool) -> Path:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise UserError(f"--out {out} exists and is not empty; choose another or add --force")
+    return out
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    from aiayn.interop.hf import import_hf
+
+    summary = import_hf(args.src, _fresh_output(Path(args.out), args.force))
+    print(json.dumps(summary, indent=2))
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from aiayn.interop.hf import export_hf
+
+    summary = export_hf(Path(args.model_dir), _fresh_output(Path(args.out), args.force))
+    print(json.dumps(summary, indent=2))
+
+
+def _add_interop_parsers(sub) -> None:
+    p = sub.add_parser(
+        "import",
+        help="convert a Hugging Face model (BERT, GPT-2, Marian) into an aiayn model directory",
+    )
+    p.add_argument("src", help="a local Hugging Face model directory (or a hub name)")
+    p.add_argument("--out", required=True, help="the aiayn model directory to write")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="write an aiayn model directory in another format")
+    p.add_argument("model_dir")
+    p.add_argument("--format", choices=["hf"], default="hf", help="hf: Hugging Face")
+    p.add_argument("--out", required=True, help="the directory to write")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.set_defaults(func=cmd_export)
 
 
 def int_range(low: int, high: int | None = None):
@@ -656,6 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--" + name.replace("_", "-"), type=type(default), default=default, help=text
         )
     p.set_defaults(func=cmd_serve)
+    _add_interop_parsers(sub)
     return parser
 
 

@@ -131,6 +131,10 @@ class Tokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of target-side texts: one shared vocabulary, so as ``encode``."""
+        return self.encode(texts)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Texts from ids; stops at the first eos and drops pad / bos / mask."""
         clean = []
@@ -150,17 +154,22 @@ class Tokenizer:
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
 
-    def piece(self, token_id: int) -> str:
-        """The vocabulary entry of one id (for labels in plots)."""
-        return self.sp.id_to_piece(token_id)
+    def id_to_piece(self, token: int) -> str:
+        return self.sp.id_to_piece(token)
 
     def unknown_characters(self, texts: list[str]) -> list[str]:
         """The distinct characters of ``texts`` that encode to unk (none with byte fallback)."""
-        found: set[str] = set()
-        for text, ids in zip(texts, self.sp.encode(list(texts)), strict=True):
-            if UNK in ids:
-                found |= {c for c in set(text) if UNK in self.sp.encode(c)}
-        return sorted(found)
+        return characters_read_as_unk(self.encode, texts)
+
+
+def characters_read_as_unk(encode, texts: list[str]) -> list[str]:
+    """The distinct characters of ``texts`` that ``encode`` (a tokenizer's) turns into unk;
+    each character is looked at alone only in the rare texts that hold an unk."""
+    found: set[str] = set()
+    for text, ids in zip(texts, encode(list(texts)), strict=True):
+        if UNK in ids:
+            found |= {c for c in set(text) if UNK in encode([c])[0]}
+    return sorted(found)
 
 
 def _not_text(texts: list, error: Exception) -> str:
@@ -219,10 +228,8 @@ class CharTokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 
-    def piece(self, token_id: int) -> str:
-        """The vocabulary entry of one id (for labels in plots)."""
-        n = len(SPECIALS)
-        return SPECIALS[token_id] if token_id < n else self.chars[token_id - n]
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        return self.encode(texts)
 
     def unknown_characters(self, texts: list[str]) -> list[str]:
         """The distinct characters of ``texts`` outside the vocabulary (encoded as unk)."""
@@ -238,6 +245,10 @@ class CharTokenizer:
             n = len(SPECIALS)
             out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
         return out
+
+    def id_to_piece(self, token: int) -> str:
+        n = len(SPECIALS)
+        return SPECIALS[token] if token < n else self.chars[token - n]
 
     def save(self, directory: Path) -> None:
         import json
@@ -260,10 +271,13 @@ class CharTokenizer:
 
 
 def tokenizer_file(directory: Path) -> Path:
-    """The tokenizer file of a model or run directory (``directory`` itself if it is a file)."""
+    """The tokenizer file of a model or run directory (``directory`` itself if it is a file;
+    ``vocab_map.json`` for an imported tokenizer)."""
     directory = Path(directory)
     if not directory.is_dir():
         return directory
+    if (directory / "vocab_map.json").is_file():
+        return directory / "vocab_map.json"
     found = [directory / name for name in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE)]
     found = [p for p in found if p.is_file()]
     if len(found) > 1:
@@ -274,8 +288,24 @@ def tokenizer_file(directory: Path) -> Path:
     return found[0] if found else directory / TOKENIZER_FILE
 
 
-def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
-    """The tokenizer saved in a model or run directory (BPE or character)."""
+VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
+
+
+def load_tokenizer(directory: Path):
+    """The tokenizer saved in a model or run directory, by the files it holds: an imported
+    one (``vocab_map.json`` beside Hugging Face ``tokenizer.json``, or Marian's
+    ``source.spm``/``target.spm``/``vocab.json``), BPE (``tokenizer.model``) or character."""
+    directory = Path(directory)
+    if (directory / VOCAB_MAP_FILE).is_file():
+        from aiayn.data.vocab_map import VocabMap
+
+        if VocabMap.load(directory).backend == "marian":
+            from aiayn.data.marian_tokenizer import MarianTokenizer
+
+            return MarianTokenizer.load(directory)
+        from aiayn.data.hf_tokenizer import HFTokenizer
+
+        return HFTokenizer.load(directory)
     path = tokenizer_file(directory)
     if path.name == CHAR_TOKENIZER_FILE:
         return CharTokenizer.load(path)
@@ -284,4 +314,6 @@ def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
 
 def has_tokenizer(directory: Path) -> bool:
     directory = Path(directory)
-    return (directory / TOKENIZER_FILE).is_file() or (directory / CHAR_TOKENIZER_FILE).is_file()
+    return any(
+        (directory / f).is_file() for f in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE, VOCAB_MAP_FILE)
+    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.data.tokenizer import BOS, EOS, SPECIALS
+from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.translate import search
 
 
@@ -32,11 +32,8 @@ class AttentionMap:
 
 
 def token_pieces(tokenizer, ids: list[int]) -> list[str]:
-    """The vocabulary piece of each id (sentencepiece pieces, or characters)."""
-    if hasattr(tokenizer, "sp"):
-        return [tokenizer.sp.id_to_piece(i) for i in ids]
-    n = len(SPECIALS)
-    return [SPECIALS[i] if i < n else tokenizer.chars[i - n] for i in ids]
+    """The vocabulary piece of each id, as the model's tokenizer spells it."""
+    return [tokenizer.id_to_piece(i) for i in ids]
 
 
 @torch.no_grad()
