@@ -276,7 +276,7 @@ def test_a_directory_without_write_permission_is_named(dirs, tmp_path, capsys, m
     )
     assert code == 2 and f"cannot write {tmp_path / 'a.png'}: Permission denied" in err
     code, _, err = run_cli(capsys, ["average", str(tmp_path), "--out", str(dirs["tr"])])
-    assert code == 2 and "exists and is not empty; add --force" in err
+    assert code == 2 and "exists and is not empty; choose another or add --force" in err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")

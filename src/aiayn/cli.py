@@ -324,9 +324,7 @@ def cmd_average(args: argparse.Namespace) -> None:
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
 
-    run_dir, out = Path(args.run_dir), Path(args.out)
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise UserError(f"--out {out} exists and is not empty; add --force to replace its model")
+    run_dir, out = Path(args.run_dir), _fresh_output(Path(args.out), args.force)
     paths = ckpt.list_checkpoints(run_dir / "checkpoints")
     if not paths:
         raise UserError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
@@ -451,7 +449,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def _fresh_output(out: Path, force: bool) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ValueError(f"--out {out} exists and is not empty; choose another or add --force")
+        raise UserError(f"--out {out} exists and is not empty; choose another or add --force")
     return out
 
 

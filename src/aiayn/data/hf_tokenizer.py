@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK
+from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, characters_read_as_unk
 from aiayn.data.vocab_map import VocabMap
 
 HF_TOKENIZER_FILE = "tokenizer.json"
@@ -126,3 +126,7 @@ class HFTokenizer:
 
     def id_to_piece(self, token: int) -> str:
         return self.vocab_map.piece(token, lambda t: self.tok.id_to_token(t) or "")
+
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` that encode to unk."""
+        return characters_read_as_unk(self.encode, texts)

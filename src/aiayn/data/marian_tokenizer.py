@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK
+from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, characters_read_as_unk
 from aiayn.data.vocab_map import VocabMap
 
 SOURCE_SPM, TARGET_SPM, VOCAB_JSON = "source.spm", "target.spm", "vocab.json"
@@ -133,3 +133,7 @@ class MarianTokenizer:
 
     def id_to_piece(self, token: int) -> str:
         return self.vocab_map.piece(token, lambda t: self.pieces_of.get(t, ""))
+
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The distinct characters of ``texts`` that encode to unk."""
+        return characters_read_as_unk(self.encode, texts)
