@@ -120,13 +120,8 @@ class HFTokenizer:
 
     def unknown_characters(self, texts: list[str]) -> list[str]:
         """The distinct characters of ``texts`` that encode to unk."""
-        from aiayn.data.tokenizer import characters_read_as_unk
 
         return characters_read_as_unk(self.encode, texts)
 
     def id_to_piece(self, token: int) -> str:
         return self.vocab_map.piece(token, lambda t: self.tok.id_to_token(t) or "")
-
-    def unknown_characters(self, texts: list[str]) -> list[str]:
-        """The distinct characters of ``texts`` that encode to unk."""
-        return characters_read_as_unk(self.encode, texts)
