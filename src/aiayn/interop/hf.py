@@ -27,6 +27,7 @@ from torch import Tensor
 
 from aiayn.config import ModelConfig
 from aiayn.data.vocab_map import VocabMap
+from aiayn.modeldir import write_json
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -261,12 +262,6 @@ def _exported_by_aiayn(
     if ours.vocab_size != config.vocab_size or sorted(originals) != sorted(names):
         raise ValueError(f"{path}: does not fit the weights beside it")
     return ours, originals
-
-
-def write_json(path: Path, data: Any) -> None:
-    from aiayn.modeldir import write_json as atomic_json
-
-    atomic_json(path, data)
 
 
 @dataclass
