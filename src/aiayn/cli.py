@@ -97,11 +97,11 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(json.dumps(summary, indent=2))
 
 
-def _load(model_dir: str):
+def _load(model_dir: str, quantize: str | None = None):
     from aiayn.data.tokenizer import load_tokenizer
     from aiayn.modeldir import load_model_dir
 
-    model = load_model_dir(model_dir)
+    model = load_model_dir(model_dir, quantize=quantize)
     tokenizer = load_tokenizer(Path(model_dir))
     return model, tokenizer
 
@@ -120,7 +120,7 @@ def _search_options(args: argparse.Namespace) -> dict:
 def cmd_translate(args: argparse.Namespace) -> None:
     from aiayn.infer.translate import translate
 
-    model, tokenizer = _load(args.model_dir)
+    model, tokenizer = _load(args.model_dir, args.quantize)
     options = {**_search_options(args), "nbest": args.nbest}
     if args.nbest > args.beam:
         raise ValueError(f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam})")
@@ -183,7 +183,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
     from aiayn.infer.sampling import generate
 
-    model, tokenizer = _load(args.model_dir)
+    model, tokenizer = _load(args.model_dir, args.quantize)
     if model.config.family != "decoder-only":
         raise ValueError(
             f"{args.model_dir} holds a {model.config.family} model; generate needs a decoder-only one"
@@ -215,12 +215,36 @@ def cmd_classify(args: argparse.Namespace) -> None:
     texts = [line.rstrip("\n") for line in sys.stdin]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        labels, probs = class_probabilities([Path(d) for d in args.model_dir], texts)
+        labels, probs = class_probabilities(
+            [Path(d) for d in args.model_dir], texts, quantize=args.quantize
+        )
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     for row in probs:  # (C,)
         best = int(row.argmax())
         print(f"{labels[best]}\t{row[best]:.4f}")
+
+
+def cmd_quantize(args: argparse.Namespace) -> None:
+    import shutil
+
+    from aiayn.infer.quantize import quantize
+    from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
+
+    src, out = Path(args.model_dir), Path(args.out)
+    if out.resolve() == src.resolve():
+        raise ValueError(f"--out {out}: write the quantized model to another directory")
+    model = load_model_dir(src)
+    if getattr(model, "quantization", None):
+        raise ValueError(f"{src} is already quantized ({model.quantization['method']})")
+    model = quantize(model, args.method, include_output=not args.keep_output_float)
+    out.mkdir(parents=True, exist_ok=True)
+    for item in sorted(src.iterdir()):  # tokenizer, run.json, ...: everything but the weights
+        if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
+            shutil.copy2(item, out / item.name)
+    save_model_dir(out, model)
+    size = (out / WEIGHTS_FILE).stat().st_size / 2**20
+    print(f"wrote {args.method} model to {out} ({size:.1f} MiB of weights)")
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -235,7 +259,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.config import DataConfig
     from aiayn.evaluate import evaluate_translation
 
-    model, tokenizer = _load(args.model_dir)
+    model, tokenizer = _load(args.model_dir, args.quantize)
     run_file = Path(args.model_dir) / "run.json"
     data = json.loads(run_file.read_text())["data"] if run_file.is_file() else {}
     config = DataConfig(
@@ -264,6 +288,14 @@ def _add_search_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="beam: stop a sentence once its best live hypothesis, finished now, would lose "
         "(faster; the default stops only when no live hypothesis can still win)",
+    )
+
+
+def _add_quantize_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="quantize the linear layers after loading (CPU; int8: dynamic int8, faster)",
     )
 
 
@@ -309,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search_arguments(p)
     p.add_argument("--nbest", type=int, default=1, help="print N hypotheses: index, score, text")
     p.add_argument("--chunk", type=int, default=2000, help="lines read and sorted at a time")
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("average", help="average the last K checkpoints into a model directory")
@@ -326,13 +359,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=0, help="0 = no top-k filter")
     p.add_argument("--top-p", type=float, default=1.0, help="1 = no nucleus filter")
     p.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("classify", help="label each line of stdin: label<TAB>probability")
     p.add_argument(
         "model_dir", nargs="+", help="a classifier; several: their probabilities are averaged"
     )
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("quantize", help="write an int8 copy of a model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--method", default="int8", choices=["int8"])
+    p.add_argument(
+        "--keep-output-float",
+        action="store_true",
+        help="keep the projection to the vocabulary in float32",
+    )
+    p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
     p.add_argument("model_dir")
@@ -349,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     p.add_argument("--samples", type=int, default=5, help="sample translations to print")
     _add_search_arguments(p)
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_evaluate)
     return parser
 

@@ -74,7 +74,11 @@ def save_model_dir(
     dtype: torch.dtype | None = None,
     metadata: dict | None = None,
 ) -> None:
-    """Write ``model`` (and its config) to ``directory``; ``dtype`` e.g. fp16 to ship small."""
+    """Write ``model`` (and its config) to ``directory``; ``dtype`` e.g. fp16 to ship small.
+
+    A quantized model (``aiayn.infer.quantize``) keeps its int8 weights and scales, and its
+    config.json records the quantization, so that loading rebuilds the same layers.
+    """
     directory = Path(directory)
     tensors, tied = untied_state_dict(model)
     tensors = {
@@ -83,10 +87,13 @@ def save_model_dir(
     }
     meta = {"tied": json.dumps(tied), "format": "aiayn", **(metadata or {})}
     atomic_write(directory / WEIGHTS_FILE, lambda p: save_file(tensors, str(p), metadata=meta))
-    write_json(directory / CONFIG_FILE, {"model": model.config.to_dict()})
+    config = {"model": model.config.to_dict()}
+    if getattr(model, "quantization", None):
+        config["quantization"] = model.quantization
+    write_json(directory / CONFIG_FILE, config)
 
 
-def load_config(directory: Path) -> ModelConfig:
+def _read_config(directory: Path) -> dict:
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no model config here (is {directory} a model directory?)")
@@ -96,16 +103,51 @@ def load_config(directory: Path) -> ModelConfig:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     if "model" not in data:
         raise ValueError(f"{path}: missing the 'model' table")
+    return data
+
+
+def load_config(directory: Path) -> ModelConfig:
+    path = Path(directory) / CONFIG_FILE
+    data = _read_config(directory)
     try:
         return ModelConfig.from_dict(data["model"])
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path}: {e}") from None
 
 
-def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Module:
-    """Rebuild the model saved in ``directory``, in eval mode, weights in float32."""
+def _saved_quantization(directory: Path) -> dict | None:
+    """The quantization a model directory was saved with (None: float weights)."""
+    from aiayn.infer.quantize import check_method
+
+    path = Path(directory) / CONFIG_FILE
+    saved = _read_config(directory).get("quantization")
+    if saved is None:
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("include_output", True), bool):
+        raise ValueError(f"{path}: 'quantization' must be a table with method and include_output")
+    try:
+        check_method(saved.get("method"), flag="quantization.method")
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return saved
+
+
+def load_model_dir(
+    directory: Path, device: str | torch.device = "cpu", quantize: str | None = None
+) -> nn.Module:
+    """Rebuild the model saved in ``directory``, in eval mode, weights in float32.
+
+    ``quantize`` ("int8") quantizes a float model's linear layers after loading
+    (``aiayn.infer.quantize``); a directory saved quantized loads quantized whatever it says.
+    """
+    from aiayn.infer.quantize import check_method, quantize_int8
+
     directory = Path(directory)
+    check_method(quantize)
     config = load_config(directory)
+    saved_quantization = _saved_quantization(directory)
+    if (quantize or saved_quantization) and torch.device(device).type != "cpu":
+        raise ValueError(f"{directory}: int8 layers run on the CPU only, not on {device}")
     path = directory / WEIGHTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no weights file in the model directory")
@@ -118,6 +160,8 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
         raise ValueError(f"{path}: unreadable safetensors file ({e})") from None
     tied = json.loads(header.get("__metadata__", {}).get("tied", "{}"))
     model = build_model(config)
+    if saved_quantization is not None:  # the same int8 layers, filled from the file below
+        quantize_int8(model, include_output=saved_quantization.get("include_output", True))
     expected = model.state_dict()
     for alias, name in tied.items():
         if name in tensors:
@@ -139,4 +183,6 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
             )
         tensors[name] = got.to(want.dtype)
     model.load_state_dict(tensors, strict=True)
+    if quantize is not None and saved_quantization is None:
+        quantize_int8(model)
     return model.to(device).eval()

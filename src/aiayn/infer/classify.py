@@ -14,10 +14,12 @@ from aiayn.data.tokenizer import load_tokenizer
 from aiayn.modeldir import load_model_dir
 
 
-def load_classifier(model_dir: Path):
-    """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise."""
+def load_classifier(model_dir: Path, quantize: str | None = None):
+    """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise.
+
+    ``quantize`` ("int8") quantizes its linear layers (``aiayn.infer.quantize``)."""
     model_dir = Path(model_dir)
-    model = load_model_dir(model_dir)
+    model = load_model_dir(model_dir, quantize=quantize)
     run_file = model_dir / "run.json"
     labels = json.loads(run_file.read_text()).get("labels") if run_file.is_file() else None
     if model.config.family != "encoder-only" or not model.config.n_classes or not labels:
@@ -27,7 +29,7 @@ def load_classifier(model_dir: Path):
 
 @torch.no_grad()
 def class_probabilities(
-    model_dirs: list[Path], texts: list[str], batch_size: int = 64
+    model_dirs: list[Path], texts: list[str], batch_size: int = 64, quantize: str | None = None
 ) -> tuple[list[str], Tensor]:
     """(labels, probabilities (N, C)) for ``texts``, averaged over the models of ``model_dirs``.
 
@@ -38,7 +40,7 @@ def class_probabilities(
         raise ValueError("no model directory given")
     labels, total = None, None
     for model_dir in model_dirs:
-        model, tokenizer, these = load_classifier(model_dir)
+        model, tokenizer, these = load_classifier(model_dir, quantize)
         if labels is not None and these != labels:
             raise ValueError(
                 f"{model_dir} has labels {these}, but {model_dirs[0]} has {labels}: "

@@ -30,6 +30,19 @@ def attention(
     return weights @ v, weights  # (B, H, T, Dh), (B, H, T, S)
 
 
+def linear_rows(proj: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
+    """Output features ``start:stop`` of the linear layer ``proj`` applied to ``x``, without
+    computing the others (e.g. W_Q alone of the fused W_Q, W_K, W_V).
+
+    ``proj`` is an ``nn.Linear`` or a layer with the same forward and a ``rows(start, stop)``
+    method giving the layer of those output features (an int8 layer, ``aiayn.infer.quantize``).
+    """
+    if isinstance(proj, nn.Linear):
+        bias = proj.bias[start:stop] if proj.bias is not None else None
+        return F.linear(x, proj.weight[start:stop], bias)
+    return proj.rows(start, stop)(x)
+
+
 class KVCache:
     """Keys and values of one attention block kept across decoding steps.
 
@@ -128,18 +141,18 @@ class MultiHeadAttention(nn.Module):
         ``need_weights``, the attention weights (B, H, T, S).
         """
         d = self.d_model
-        w, b = self.in_proj.weight, self.in_proj.bias
         if memory is None:
             q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 x (B, T, D)
             k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H, L, Dh)
         else:
-            q = F.linear(x, w[:d], b[:d])  # (B, T, D)
+            q = linear_rows(self.in_proj, x, 0, d)  # (B, T, D)
             if cache is not None and cache.filled:
                 k, v = cache.k, cache.v  # (B, H, S, Dh)
             else:
-                k, v = F.linear(memory, w[d:], b[d:]).split(d, dim=-1)  # 2 x (B, S, D)
+                kv = linear_rows(self.in_proj, memory, d, 3 * d)  # (B, S, 2D)
+                k, v = kv.split(d, dim=-1)  # 2 x (B, S, D)
                 k, v = self._split_heads(k), self._split_heads(v)  # (B, H, S, Dh)
                 if cache is not None:
                     cache.update(k, v)
