@@ -138,10 +138,13 @@ def test_masks_are_boolean_true_means_attend():
     assert both.tolist() == [[True, False, False], [True, True, False], [True, True, False]]
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["real tokens", "padding inside"])
 @pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only"])
-def test_kv_cached_decoding_equals_full_forward(config, family):
+def test_kv_cached_decoding_equals_full_forward(config, family, padded):
     model = build_model(config.replace(family=family)).eval()
     src, tgt = tokens(2, 5), tokens(2, 7)
+    if padded:  # the cache needs no mask until the first padding; then it must mask it
+        tgt[1, 4] = tgt[0, 1] = PAD
     if family == "encoder-decoder":
         memory, src_mask = model.encode(src)
         full = model.decode(tgt, memory, src_mask)

@@ -45,6 +45,6 @@ def greedy_decode(
             keep = (~done).nonzero().squeeze(1)  # (N',)
             if keep.numel() == 0:
                 break
-            rows, token, memory = rows[keep], token[keep], memory[keep]
-            state.reorder(keep)
+            rows, token = rows[keep], token[keep]
+            state.reorder(keep)  # memory itself is read on the first step only
     return out[:, :width]  # (B, L)

@@ -84,17 +84,19 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Select batch rows ``index`` (B',) of the cache, e.g. the surviving beams.
 
-        When the batch keeps its size (a beam search step), only the filled part is copied,
+        Only the filled part is copied; when the batch keeps its size (a beam search step),
         into a spare buffer that the next reorder reuses: no allocation per step.
         """
         if self.k is None:
             return
-        same_size = len(index) == self.k.size(0)
-        if self.static or not same_size or (torch.is_grad_enabled() and self.k.requires_grad):
+        if self.static or (torch.is_grad_enabled() and self.k.requires_grad):
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
             self._spare = None
             return
-        if self._spare is None or self._spare[0].shape != self.k.shape:
+        if len(index) != self.k.size(0):  # rows leave: a smaller buffer, same capacity
+            shape = (len(index), *self.k.shape[1:])
+            self._spare = (self.k.new_empty(shape), self.v.new_empty(shape))
+        elif self._spare is None or self._spare[0].shape != self.k.shape:
             self._spare = (torch.empty_like(self.k), torch.empty_like(self.v))
         k, v, n = *self._spare, self.length
         torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
@@ -137,7 +139,10 @@ class MultiHeadAttention(nn.Module):
 
         ``mask`` is bool and broadcasts to (B, H, T, S), True = may attend. With a ``cache``,
         self-attention appends this call's keys/values to it, and cross-attention computes
-        the memory's keys/values on the first call only. Returns (B, T, D) and, if
+        the memory's keys/values on the first call only. ``memory`` (and the cached keys and
+        values) may hold one row per K rows of ``x`` (B = B' * K, consecutive rows sharing
+        a source: the beams of one sentence): those queries then read one copy of the keys
+        and values, and ``mask`` has B' rows. Returns (B, T, D) and, if
         ``need_weights``, the attention weights (B, H, T, S).
         """
         d = self.d_model
@@ -157,11 +162,22 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.update(k, v)
         q = self._split_heads(q)  # (B, H, T, Dh)
+        b, t = x.size(0), x.size(1)
+        group = b // k.size(0)  # queries per key/value row: the K beams of one source
+        if group > 1:  # (B'*K, H, T, Dh) -> (B', H, K*T, Dh): a source's beams share its keys
+            q = q.view(k.size(0), group, self.n_heads, t, self.d_head).transpose(1, 2)
+            q = q.reshape(k.size(0), self.n_heads, group * t, self.d_head)
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
             out, weights = attention(q, k, v, mask, p)  # (B, H, T, Dh)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        out = out.transpose(1, 2).reshape(x.size(0), x.size(1), d)  # (B, T, D)
+        if group > 1:  # back to one row per beam: (B'*K, H, T, Dh)
+            out = out.view(k.size(0), self.n_heads, group, t, self.d_head).transpose(1, 2)
+            if weights is not None:
+                weights = weights.view(k.size(0), self.n_heads, group, t, -1).transpose(1, 2)
+                weights = weights.reshape(b, self.n_heads, t, -1)  # (B, H, T, S)
+            out = out.reshape(b, self.n_heads, t, self.d_head)
+        out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, D)
         return self.out_proj(out), weights
