@@ -222,3 +222,21 @@ def test_selected_positions_give_the_same_logits(tiny, family):
     part = model(*args, select=select)  # (n, V)
     assert part.shape == (int(select.sum()), full.size(-1))
     assert_close_to_scale(part, full[select])
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "encoder-only"])
+def test_encoder_skipping_padding_equals_the_padded_computation(config, family):
+    # in inference the position-wise layers run on the real tokens alone; with gradients on
+    # (training) they run on the padded batch: the real positions must agree
+    model = build_model(config.replace(family=family)).eval()
+    src = tokens(3, 8)
+    src[0, 5:] = PAD
+    src[2, 2:] = PAD
+    real = src != PAD
+    with torch.no_grad():
+        packed = model.encode(src)
+        packed = packed[0] if family == "encoder-decoder" else packed
+    padded = model.encode(src)
+    padded = (padded[0] if family == "encoder-decoder" else padded).detach()
+    assert_close_to_scale(packed[real], padded[real])
+    assert (packed[~real] == 0).all() and not (padded[~real] == 0).all()

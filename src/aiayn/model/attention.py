@@ -6,6 +6,7 @@ Vaswani et al. 2017 §3.2; Phuong & Hutter 2022, Algorithms 3-5.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +42,33 @@ def linear_rows(proj: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
         bias = proj.bias[start:stop] if proj.bias is not None else None
         return F.linear(x, proj.weight[start:stop], bias)
     return proj.rows(start, stop)(x)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the real tokens of a padded batch (B, S) are, so that position-wise layers
+    (projections, feed-forward, layer norms) can run on them alone, skipping the padding.
+
+    ``index`` (n,) holds the flat positions b * S + s of the n real tokens, in order.
+    """
+
+    index: Tensor
+    batch: int
+    length: int
+
+    @classmethod
+    def of(cls, real: Tensor) -> Packing:
+        """The packing of a token mask ``real`` (B, S), True = real token."""
+        return cls(real.flatten().nonzero().squeeze(1), real.size(0), real.size(1))
+
+    def pack(self, x: Tensor) -> Tensor:
+        """(B, S, ...) to the real tokens' rows (n, ...)."""
+        return x.flatten(0, 1).index_select(0, self.index)
+
+    def unpack(self, rows: Tensor) -> Tensor:
+        """(n, ...) back to (B, S, ...), zeros at the padding."""
+        out = rows.new_zeros(self.batch * self.length, *rows.shape[1:])
+        return out.index_copy_(0, self.index, rows).view(self.batch, self.length, *rows.shape[1:])
 
 
 class KVCache:
@@ -134,6 +162,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        packing: Packing | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` (B, T, D) to itself, or to ``memory`` (B, S, D) when given.
 
@@ -142,11 +171,18 @@ class MultiHeadAttention(nn.Module):
         the memory's keys/values on the first call only. ``memory`` (and the cached keys and
         values) may hold one row per K rows of ``x`` (B = B' * K, consecutive rows sharing
         a source: the beams of one sentence): those queries then read one copy of the keys
-        and values, and ``mask`` has B' rows. Returns (B, T, D) and, if
+        and values, and ``mask`` has B' rows. With ``packing`` (self-attention, no cache),
+        ``x`` holds the real tokens alone (n, D), and so does the output: the projections
+        skip the padding, which only the attention itself needs in place. Returns (B, T, D) and, if
         ``need_weights``, the attention weights (B, H, T, S).
         """
         d = self.d_model
-        if memory is None:
+        rows = None
+        if packing is not None:  # (n, D) real tokens: project them, then lay them out
+            rows, x = x, packing.unpack(self.in_proj(x))  # (n, D), (B, T, 3D)
+            q, k, v = x.split(d, dim=-1)  # 3 x (B, T, D)
+            k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
+        elif memory is None:
             q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 x (B, T, D)
             k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
             if cache is not None:
@@ -180,4 +216,6 @@ class MultiHeadAttention(nn.Module):
                 weights = weights.reshape(b, self.n_heads, t, -1)  # (B, H, T, S)
             out = out.reshape(b, self.n_heads, t, self.d_head)
         out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, D)
+        if rows is not None:
+            out = packing.pack(out)  # (n, D)
         return self.out_proj(out), weights

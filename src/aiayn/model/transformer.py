@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model import masks
-from aiayn.model.attention import KVCache
+from aiayn.model.attention import KVCache, Packing
 from aiayn.model.layers import (
     DecoderLayer,
     EncoderLayer,
@@ -97,12 +97,32 @@ class Encoder(nn.Module):
         caches: list[KVCache] | None = None,
         weights: list[Tensor] | None = None,
     ) -> Tensor:
+        packing = self._packing(x, mask, caches, weights)
+        if packing is not None:  # position-wise layers skip the padding
+            x = packing.pack(x)  # (n, D)
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
-            x, w = layer(x, mask, cache=cache, need_weights=weights is not None)
+            x, w = layer(x, mask, cache=cache, need_weights=weights is not None, packing=packing)
             if weights is not None:
                 weights.append(w)
-        return self.norm(x) if self.norm is not None else x  # (B, T, D)
+        x = self.norm(x) if self.norm is not None else x
+        return packing.unpack(x) if packing is not None else x  # (B, T, D)
+
+    PACK_PADDING = 0.1  # pack when at least this share of the positions is padding
+
+    def _packing(self, x, mask, caches, weights) -> Packing | None:
+        """In inference, a packing of the real tokens when the batch holds enough padding.
+
+        Then the outputs at padding positions are zeros rather than values nothing reads.
+        """
+        if torch.is_grad_enabled() or caches is not None or weights is not None or mask is None:
+            return None
+        if mask.size(-2) != 1:  # (B, 1, T, T) causal masks: every row is a real query
+            return None
+        real = mask[:, 0, 0, :]  # (B, T)
+        if real.all() or real.float().mean() > 1 - self.PACK_PADDING:
+            return None
+        return Packing.of(real)
 
 
 class Decoder(nn.Module):
