@@ -29,7 +29,7 @@ CHILD = """
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-sys.path.insert(0, {bench!r})
+sys.path.insert(0, sys.argv[1])  # the version's own bench helpers
 from decode_speed import generated_tokens, load_test_batches
 from aiayn.infer.beam import beam_decode
 from aiayn.infer.greedy import greedy_decode
@@ -53,13 +53,16 @@ print(json.dumps(sorted(rates)[len(rates) // 2]))
 
 
 def source_tree(revision: str, scratch: Path) -> Path:
-    """A directory with the src/ tree of ``revision`` (a git revision or a directory)."""
+    """A directory with the src/ and bench/ trees of ``revision`` (a git revision or a
+    directory)."""
     if Path(revision, "src").is_dir():
         return Path(revision).resolve()
     out = scratch / revision.replace("/", "_")
     out.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "src"], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "archive", revision, "src", "bench"],
+        capture_output=True,
+        check=True,
     )
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
     return out
@@ -81,7 +84,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         trees = {name: source_tree(name, Path(scratch)) for name in (args.before, args.after)}
         code = CHILD.format(
-            bench=str(Path(__file__).parent),
             model_dir=args.model_dir,
             sentences=args.sentences,
             batch=args.batch,
@@ -94,7 +96,11 @@ def main() -> None:
             for name, tree in trees.items():
                 env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
                 done = subprocess.run(
-                    [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+                    [sys.executable, "-c", code, str(tree / "bench")],
+                    env=env,
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
                 )
                 if done.returncode:
                     sys.exit(f"{name}: {done.stderr[-2000:]}")

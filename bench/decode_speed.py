@@ -34,7 +34,7 @@ from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer  # noqa: E402
 from aiayn.evaluate import bleu_chrf  # noqa: E402
 from aiayn.infer.beam import beam_decode, beam_search  # noqa: E402
 from aiayn.infer.greedy import greedy_decode  # noqa: E402
-from aiayn.infer.quantize import quantize_int8  # noqa: E402
+from aiayn.infer.translate import length_batches  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
 from common import write_result  # noqa: E402
 from peers import marian_from  # noqa: E402
@@ -150,7 +150,7 @@ class CT2:
             str(path), device="cpu", compute_type=compute_type, intra_threads=threads
         )
 
-    def __call__(self, src, beam: int):
+    def __call__(self, src, beam: int, max_tokens: int = 0):
         pieces = [[self.sp.id_to_piece(t) for t in row if t != PAD] for row in src.tolist()]
         results = self.translator.translate_batch(
             pieces,
@@ -159,13 +159,32 @@ class CT2:
             max_decoding_length=int((src != PAD).sum(1).max()) + 50,
             min_decoding_length=0,
             return_end_token=True,
+            # throughput mode: CTranslate2 sorts by length and batches by tokens itself
+            max_batch_size=max_tokens,
+            batch_type="tokens",
         )
         rows = [[self.sp.piece_to_id(p) for p in r.hypotheses[0]] for r in results]
         width = max(len(r) for r in rows)
         return torch.tensor([r + [PAD] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-def timed_rows(model, model_int8, peer, ct2, include_no_cache: bool) -> dict:
+def throughput_greedy(model, batches, max_tokens: int):
+    """Greedy decoding of all sentences at once in throughput mode (aiayn translate()'s
+    batching: sorted by length, batches filled by tokens); outputs in the input order."""
+    ids = [[t for t in row if t != PAD] for src in batches for row in src.tolist()]
+    out = [None] * len(ids)
+    for chunk in length_batches([len(x) for x in ids], max_tokens):
+        decoded = greedy_decode(model, pad([ids[k] for k in chunk])).tolist()
+        for k, row in zip(chunk, decoded, strict=True):
+            out[k] = row
+    width = max(len(r) for r in out)
+    return torch.tensor([r + [PAD] * (width - len(r)) for r in out], dtype=torch.long)
+
+
+THROUGHPUT = "all at once, by tokens"  # rows whose decoder takes every sentence in one call
+
+
+def timed_rows(model, model_int8, peer, ct2, include_no_cache: bool, max_tokens: int) -> dict:
     rows = {
         "greedy, KV cache": lambda s: greedy_decode(model, s),
         "greedy, int8": lambda s: greedy_decode(model_int8, s),
@@ -182,6 +201,15 @@ def timed_rows(model, model_int8, peer, ct2, include_no_cache: bool) -> dict:
     for kind, translator in ct2.items():
         rows[f"greedy, CTranslate2 {kind}"] = lambda s, t=translator: t(s, 1)
         rows[f"beam 4, CTranslate2 {kind}"] = lambda s, t=translator: t(s, 4)
+    if max_tokens:
+        rows[f"greedy {THROUGHPUT}"] = lambda s: throughput_greedy(model, s, max_tokens)
+        rows[f"greedy int8 {THROUGHPUT}"] = lambda s: throughput_greedy(model_int8, s, max_tokens)
+        for kind, translator in ct2.items():
+            rows[f"greedy {THROUGHPUT}, CTranslate2 {kind}"] = lambda s, t=translator: t(
+                pad([[x for x in row if x != PAD] for b in s for row in b.tolist()]),
+                1,
+                max_tokens,
+            )
     return rows
 
 
@@ -196,6 +224,14 @@ RATIOS = {  # name: (numerator row, denominator row)
         "beam 4 early stop, int8",
         "beam 4, CTranslate2 int8",
     ),
+    f"greedy {THROUGHPUT}: fp32 / CTranslate2 fp32": (
+        f"greedy {THROUGHPUT}",
+        f"greedy {THROUGHPUT}, CTranslate2 float32",
+    ),
+    f"greedy {THROUGHPUT}: int8 / CTranslate2 int8": (
+        f"greedy int8 {THROUGHPUT}",
+        f"greedy {THROUGHPUT}, CTranslate2 int8",
+    ),
     "greedy / Marian": ("greedy, KV cache", "greedy, Marian"),
     "beam 4 / Marian": ("beam 4, KV cache", "beam 4, Marian"),
     # HF's default stopping rule is the early-stop heuristic: the like-for-like pair
@@ -207,21 +243,21 @@ RATIOS = {  # name: (numerator row, denominator row)
 def measure(rows: dict, batches, repeats: int, tokenizer, references) -> dict:
     """Median tokens/s (wall and CPU) and BLEU of every row, timed in turn."""
 
-    def run_all(fn):
+    def run_all(name, fn):
         wall, cpu = time.perf_counter(), time.process_time()
-        outs = [fn(src) for src in batches]
+        outs = [fn(batches)] if THROUGHPUT in name else [fn(src) for src in batches]
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         produced = sum(generated_tokens(out) for out in outs)
         return produced / wall, produced / cpu, outs
 
-    for fn in rows.values():
-        fn(batches[0][:2])  # warm-up
+    for name, fn in rows.items():
+        fn([batches[0][:2]] if THROUGHPUT in name else batches[0][:2])  # warm-up
     wall = {name: [] for name in rows}
     cpu = {name: [] for name in rows}
     outputs = {}
     for _ in range(repeats):  # alternate, so drift hits every decoder alike
         for name, fn in rows.items():
-            w, c, outs = run_all(fn)
+            w, c, outs = run_all(name, fn)
             wall[name].append(w)
             cpu[name].append(c)
             outputs[name] = [ids for out in outs for ids in token_lists(out)]
@@ -252,6 +288,12 @@ def main() -> None:
     parser.add_argument("--no-ct2", action="store_true", help="leave CTranslate2 out")
     parser.add_argument("--no-marian", action="store_true", help="leave MarianMTModel out")
     parser.add_argument("--ct2-dir", default="bench/.ct2", help="where converted models go")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=2500,
+        help="throughput-mode rows: source tokens per batch (0: leave them out)",
+    )
     args = parser.parse_args()
     try:
         threads = [int(t) for t in args.threads.split(",")]
@@ -260,6 +302,8 @@ def main() -> None:
     model, tokenizer, batches, references = load_test_set(
         args.model_dir, args.sentences, args.batch
     )
+    from aiayn.infer.quantize import quantize_int8
+
     model_int8 = quantize_int8(load_model_dir(args.model_dir))
     peer = None if args.no_marian else marian_from(model)
     ct2_dirs = {}
@@ -271,7 +315,7 @@ def main() -> None:
     for n in threads:
         torch.set_num_threads(n)
         ct2 = {kind: CT2(path, kind, n, tokenizer) for kind, path in ct2_dirs.items()}
-        rows = timed_rows(model, model_int8, peer, ct2, args.no_cache_rows)
+        rows = timed_rows(model, model_int8, peer, ct2, args.no_cache_rows, args.max_tokens)
         results = measure(rows, batches, args.repeats, tokenizer, references)
         ratios = {
             name: results[a]["tokens_per_s"] / results[b]["tokens_per_s"]
