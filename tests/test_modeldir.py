@@ -19,6 +19,44 @@ def test_save_load_gives_identical_outputs(tmp_path, tiny, family):
     torch.testing.assert_close(loaded(*args), model(*args), atol=0, rtol=0)
 
 
+def test_a_config_saved_before_the_variant_fields_loads_with_the_paper_values(tmp_path, tiny):
+    model = build_model(tiny)
+    save_model_dir(tmp_path, model)
+    path = tmp_path / "config.json"
+    data = json.loads(path.read_text())
+    for key in ("embed_scale", "embedding_layer_norm", "n_token_types", "final_logits_bias"):
+        del data["model"][key]
+    del data["model"]["pooler"]
+    path.write_text(json.dumps(data))
+    loaded = load_model_dir(tmp_path)
+    assert loaded.config == model.config and loaded.config.embed_scale
+    assert not loaded.config.final_logits_bias and loaded.config.pooler == "none"
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "encoder-only", "decoder-only"])
+def test_variant_fields_save_and_load(tmp_path, tiny, family):
+    config = tiny.replace(
+        family=family,
+        n_classes=2,
+        activation="swish",
+        embed_scale=False,
+        embedding_layer_norm=True,
+        n_token_types=2,
+        final_logits_bias=True,
+        pooler="tanh",
+    )
+    model = build_model(config).eval()
+    with torch.no_grad():
+        model.unembed.bias.normal_()
+    save_model_dir(tmp_path, model)
+    loaded = load_model_dir(tmp_path)
+    x = torch.randint(5, 64, (2, 6))
+    args = (x, x[:, :4]) if family == "encoder-decoder" else (x,)
+    torch.testing.assert_close(loaded(*args), model(*args), atol=0, rtol=0)
+    if family == "encoder-only":
+        torch.testing.assert_close(loaded.classify(x), model.classify(x), atol=0, rtol=0)
+
+
 def test_tied_weights_stored_once_and_stay_tied(tmp_path, tiny):
     model = build_model(tiny)
     save_model_dir(tmp_path, model)

@@ -277,6 +277,44 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")
 
 
+def _fresh_output(out: Path, force: bool) -> Path:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ValueError(f"--out {out} exists and is not empty; choose another or add --force")
+    return out
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    from aiayn.interop.hf import import_hf
+
+    summary = import_hf(args.src, _fresh_output(Path(args.out), args.force))
+    print(json.dumps(summary, indent=2))
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from aiayn.interop.hf import export_hf
+
+    summary = export_hf(Path(args.model_dir), _fresh_output(Path(args.out), args.force))
+    print(json.dumps(summary, indent=2))
+
+
+def _add_interop_parsers(sub) -> None:
+    p = sub.add_parser(
+        "import",
+        help="convert a Hugging Face model (BERT, GPT-2, Marian) into an aiayn model directory",
+    )
+    p.add_argument("src", help="a local Hugging Face model directory (or a hub name)")
+    p.add_argument("--out", required=True, help="the aiayn model directory to write")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="write an aiayn model directory in another format")
+    p.add_argument("model_dir")
+    p.add_argument("--format", choices=["hf"], default="hf", help="hf: Hugging Face")
+    p.add_argument("--out", required=True, help="the directory to write")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.set_defaults(func=cmd_export)
+
+
 def _add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy; the paper: 4)")
     p.add_argument("--lenpen", type=float, default=0.6, help="length penalty alpha (§6.1)")
@@ -397,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search_arguments(p)
     _add_quantize_argument(p)
     p.set_defaults(func=cmd_evaluate)
+    _add_interop_parsers(sub)
     return parser
 
 

@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 
 POS_ENCODINGS = ("sinusoidal", "learned")
 TIE_MODES = ("none", "decoder", "all")
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
 POOLINGS = ("max", "mean", "first")
+POOLERS = ("none", "tanh")
 FAMILIES = ("encoder-decoder", "encoder-only", "decoder-only")
 
 
@@ -66,6 +67,17 @@ class ModelConfig:
     for an encoder-decoder with separate vocabularies. ``tie_embeddings``: "none"; "decoder"
     (decoder input embedding = pre-softmax weights, Press & Wolf 2017); "all" (also the source
     embedding, as in §3.4, which needs a shared vocabulary).
+
+    The defaults are the paper's model. The other fields describe the variants that pretrained
+    checkpoints use (BERT, GPT-2, Marian; see ``aiayn.interop.hf``):
+    ``activation`` of the feed-forward block: relu (§3.3), gelu (exact, BERT), gelu_tanh (the
+    tanh approximation, GPT-2) or swish (x * sigmoid(x), Marian); ``embed_scale``: token
+    embeddings times sqrt(d_model) (§3.4), off for BERT and GPT-2; ``embedding_layer_norm``:
+    LayerNorm over the summed embeddings (BERT); ``n_token_types``: a token-type (segment)
+    embedding table whose type 0 is added to every token (BERT), 0 = none;
+    ``final_logits_bias``: a bias on the output logits (Marian, BERT's masked-LM head); -inf
+    there marks an id the model never produces; ``pooler``: classify passes the pooled state
+    through a dense layer and tanh before the classifier (BERT's pooler), or not ("none").
     """
 
     family: str = "encoder-decoder"
@@ -89,6 +101,11 @@ class ModelConfig:
     pad_id: int = 0
     n_classes: int = 0
     pooling: str = "max"
+    embed_scale: bool = True
+    embedding_layer_norm: bool = False
+    n_token_types: int = 0
+    final_logits_bias: bool = False
+    pooler: str = "none"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "tiny": dict(
@@ -132,6 +149,11 @@ class ModelConfig:
         if self.n_classes == 1:
             raise ValueError("n_classes must be 0 (no classifier) or >= 2, got 1")
         _check_choice("pooling", self.pooling, POOLINGS)
+        for name in ("embed_scale", "embedding_layer_norm", "final_logits_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        _check_int("n_token_types", self.n_token_types, 0)
+        _check_choice("pooler", self.pooler, POOLERS)
         if self.tie_embeddings == "all" and self.source_vocab != self.target_vocab:
             raise ValueError(
                 "tie_embeddings='all' needs one shared vocabulary, but src_vocab_size="

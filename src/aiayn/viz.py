@@ -84,7 +84,7 @@ def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attenti
     record: dict = {}
     with torch.no_grad():
         model(src, tgt_in, attention=record)
-    piece = tokenizer.sp.id_to_piece
+    piece = tokenizer.id_to_piece
     src_labels = [piece(t) for t in src_ids]
     out_labels = [piece(t) for t in hyp]
     in_labels = [piece(t) for t in tgt_in[0].tolist()]

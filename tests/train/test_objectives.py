@@ -44,6 +44,21 @@ def test_padding_and_the_pad_class_get_no_mass():
     assert not torch.allclose(loss, builtin)
 
 
+def test_ids_the_model_cannot_produce_get_no_smoothing_mass():
+    """A logit of -inf (an id missing from an imported vocabulary) is left out of the
+    smoothing, as if the class did not exist; the loss and its gradient stay finite."""
+    logits = torch.randn(5, 8)
+    target = torch.tensor([2, 3, PAD, 7, 5])
+    blocked = logits.clone().requires_grad_(True)
+    masked = blocked.masked_fill(torch.tensor([False] * 6 + [True, False]), float("-inf"))
+    loss, _, n = label_smoothed_nll(masked, target, 0.1, PAD)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(blocked.grad).all() and n == 4
+    without = torch.cat([logits[:, :6], logits[:, 7:]], 1)  # class 6 removed: 7 > 6
+    expected, _, _ = label_smoothed_nll(without, torch.tensor([2, 3, PAD, 6, 5]), 0.1, PAD)
+    torch.testing.assert_close(loss, expected)
+
+
 def test_noam_schedule_follows_the_paper():
     d, w = 512, 4000
     assert noam_lr(1, d, w) == pytest.approx(d**-0.5 * 1 * w**-1.5)

@@ -59,7 +59,7 @@ def encode_split(
         for extra in config.extra_train:
             texts = texts + load_texts(config, extra)
     src = tokenizer.encode([s for s, _ in texts])
-    tgt = tokenizer.encode([t for _, t in texts])
+    tgt = tokenizer.encode_target([t for _, t in texts])  # Marian: the target model
     pairs = list(zip(src, tgt, strict=True))
     if filter_long:
         keep = [i for i, (s, t) in enumerate(pairs) if max(len(s), len(t)) + 1 <= config.max_len]

@@ -123,6 +123,10 @@ class Tokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of target-side texts: one shared vocabulary, so as ``encode``."""
+        return self.encode(texts)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Texts from ids; stops at the first eos and drops pad / bos / mask."""
         clean = []
@@ -140,6 +144,9 @@ class Tokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
+
+    def id_to_piece(self, token: int) -> str:
+        return self.sp.id_to_piece(token)
 
 
 CHAR_TOKENIZER_FILE = "tokenizer.json"
@@ -170,6 +177,9 @@ class CharTokenizer:
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        return self.encode(texts)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         out = []
         for seq in ids:
@@ -179,6 +189,10 @@ class CharTokenizer:
             n = len(SPECIALS)
             out.append("".join(self.chars[t - n] if t >= n else "" for t in seq if t != UNK))
         return out
+
+    def id_to_piece(self, token: int) -> str:
+        n = len(SPECIALS)
+        return SPECIALS[token] if token < n else self.chars[token - n]
 
     def save(self, directory: Path) -> None:
         import json
@@ -199,9 +213,24 @@ class CharTokenizer:
             raise ValueError(f"{path}: not a character tokenizer ({e})") from None
 
 
-def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
-    """The tokenizer saved in a model or run directory (BPE or character)."""
+VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
+
+
+def load_tokenizer(directory: Path):
+    """The tokenizer saved in a model or run directory, by the files it holds: an imported
+    one (``vocab_map.json`` beside Hugging Face ``tokenizer.json``, or Marian's
+    ``source.spm``/``target.spm``/``vocab.json``), BPE (``tokenizer.model``) or character."""
     directory = Path(directory)
+    if (directory / VOCAB_MAP_FILE).is_file():
+        from aiayn.data.vocab_map import VocabMap
+
+        if VocabMap.load(directory).backend == "marian":
+            from aiayn.data.marian_tokenizer import MarianTokenizer
+
+            return MarianTokenizer.load(directory)
+        from aiayn.data.hf_tokenizer import HFTokenizer
+
+        return HFTokenizer.load(directory)
     if (directory / CHAR_TOKENIZER_FILE).is_file():
         return CharTokenizer.load(directory / CHAR_TOKENIZER_FILE)
     return Tokenizer.load(directory / TOKENIZER_FILE if directory.is_dir() else directory)
@@ -209,4 +238,6 @@ def load_tokenizer(directory: Path) -> Tokenizer | CharTokenizer:
 
 def has_tokenizer(directory: Path) -> bool:
     directory = Path(directory)
-    return (directory / TOKENIZER_FILE).is_file() or (directory / CHAR_TOKENIZER_FILE).is_file()
+    return any(
+        (directory / f).is_file() for f in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE, VOCAB_MAP_FILE)
+    )

@@ -172,6 +172,42 @@ def beam_decode(
     return beam_search(step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop)
 
 
+@torch.no_grad()
+def beam_continue(
+    model,
+    prompt: Tensor,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_new_tokens: int = 50,
+    nbest: int = 1,
+    early_stop: bool = False,
+) -> list[list[Hypothesis]]:
+    """Beam search over a decoder-only model continuing prompts (B, T) of real tokens.
+
+    The first step runs the whole prompt (repeated per beam) through the model, filling the
+    KV cache; each hypothesis holds the new tokens only.
+    """
+    if (prompt == PAD).any():
+        raise ValueError("beam_continue needs prompts of real tokens (no padding)")
+    model.eval()
+    b, k = prompt.size(0), beam
+    state = model.new_state()
+    pending = [prompt.repeat_interleave(k, dim=0)]  # (B*K, T), fed at the first step
+    limit = max_new_tokens
+    if model.config.pos_encoding == "learned":
+        limit = min(limit, model.config.max_len - prompt.size(1))
+    if limit < 1:
+        raise ValueError(f"no room for new tokens after a prompt of {prompt.size(1)}")
+
+    def step(tokens: Tensor) -> Tensor:
+        x = pending.pop() if pending else tokens  # (B*K, T) or (B*K, 1)
+        logits = model(x, state=state)[:, -1]  # (B*K, V)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    max_len = torch.full((b,), limit, dtype=torch.long, device=prompt.device)
+    return beam_search(step, state.reorder, b, k, max_len, alpha, nbest, prompt.device, early_stop)
+
+
 def best_tokens(hyps: list[list[Hypothesis]]) -> Tensor:
     """The best hypothesis of each sentence as a padded (B, L) tensor."""
     rows = [h[0].tokens if h else [EOS] for h in hyps]

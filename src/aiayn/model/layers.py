@@ -14,13 +14,14 @@ from aiayn.model.attention import KVCache, MultiHeadAttention, Packing
 class TokenEmbedding(nn.Module):
     """Token embedding scaled by sqrt(d_model) (Vaswani et al. 2017 §3.4; Alg. 1).
 
-    The scale applies whatever the positional encoding, learned or sinusoidal.
+    The scale applies whatever the positional encoding, learned or sinusoidal; ``scale=False``
+    leaves the embedding unscaled (BERT, GPT-2).
     """
 
-    def __init__(self, vocab_size: int, d_model: int) -> None:
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
         nn.init.normal_(self.weight, mean=0.0, std=d_model**-0.5)
 
     def forward(self, tokens: Tensor) -> Tensor:
@@ -74,14 +75,29 @@ class LearnedPositionalEncoding(nn.Module):
         return x + self.weight[offset:end]  # (B, T, D)
 
 
+def _gelu_tanh(x: Tensor) -> Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS = {
+    "relu": F.relu,  # max(0, x), the paper's (§3.3)
+    "gelu": F.gelu,  # x * Phi(x), exact (Hendrycks & Gimpel 2016; BERT)
+    "gelu_tanh": _gelu_tanh,  # GELU's tanh approximation (GPT-2)
+    "swish": F.silu,  # x * sigmoid(x) (Ramachandran et al. 2017; Marian)
+}
+
+
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network max(0, x W1 + b1) W2 + b2 (§3.3)."""
+    """Position-wise feed-forward network max(0, x W1 + b1) W2 + b2 (§3.3).
+
+    ``activation`` replaces max(0, .) by another of ``ACTIVATIONS``.
+    """
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu") -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.activation = F.relu if activation == "relu" else F.gelu
+        self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.linear2(self.activation(self.linear1(x)))  # (B, T, D)

@@ -58,6 +58,11 @@ def _init_linear_weights(module: nn.Module) -> None:
                 nn.init.zeros_(m.bias)
 
 
+def _unembedding(config: ModelConfig, vocab_size: int) -> nn.Linear:
+    """Pre-softmax projection (D -> V); with ``final_logits_bias``, a bias per output id."""
+    return nn.Linear(config.d_model, vocab_size, bias=config.final_logits_bias)
+
+
 def _selected(x: Tensor, select: Tensor | None) -> Tensor:
     """The states (n, D) at the True positions of ``select`` (B, T); all of ``x`` if None.
 
@@ -68,16 +73,33 @@ def _selected(x: Tensor, select: Tensor | None) -> Tensor:
 
 
 class Embedder(nn.Module):
-    """Token embedding (scaled by sqrt(d_model)) + positional encoding + dropout (§3.4-3.5, §5.4)."""
+    """Token embedding + positional encoding + dropout (Vaswani et al. 2017 §3.4-3.5, §5.4).
+
+    The variants of pretrained encoders come from the config: a token-type embedding whose
+    type 0 is added to every token (``n_token_types``) and a LayerNorm over the sum
+    (``embedding_layer_norm``), both as in BERT (Devlin et al. 2019 §3, Figure 2).
+    """
 
     def __init__(self, token: TokenEmbedding, config: ModelConfig) -> None:
         super().__init__()
         self.token = token
         self.position = _positional(config)
+        self.token_type = None
+        if config.n_token_types:
+            self.token_type = nn.Embedding(config.n_token_types, config.d_model)
+            nn.init.normal_(self.token_type.weight, mean=0.0, std=0.02)
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.embedding_layer_norm
+            else nn.Identity()
+        )
         self.dropout = nn.Dropout(config.embedding_dropout)
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
-        return self.dropout(self.position(self.token(tokens), offset))  # (B, T, D)
+        x = self.position(self.token(tokens), offset)  # (B, T, D)
+        if self.token_type is not None:
+            x = x + self.token_type.weight[0]  # every token is of type 0
+        return self.dropout(self.norm(x))  # (B, T, D)
 
 
 class Encoder(nn.Module):
@@ -237,16 +259,16 @@ class EncoderDecoder(nn.Module):
         super().__init__()
         self.config = config
         d = config.d_model
-        src_token = TokenEmbedding(config.source_vocab, d)
+        src_token = TokenEmbedding(config.source_vocab, d, config.embed_scale)
         if config.tie_embeddings == "all":
             tgt_token = src_token
         else:
-            tgt_token = TokenEmbedding(config.target_vocab, d)
+            tgt_token = TokenEmbedding(config.target_vocab, d, config.embed_scale)
         self.src_embed = Embedder(src_token, config)
         self.tgt_embed = Embedder(tgt_token, config)
         self.encoder = Encoder(config, config.n_encoder_layers)
         self.decoder = Decoder(config)
-        self.unembed = nn.Linear(d, config.target_vocab, bias=False)
+        self.unembed = _unembedding(config, config.target_vocab)
         _init_linear_weights(self)
         if config.tie_embeddings != "none":
             self.unembed.weight = tgt_token.weight  # §3.4: pre-softmax = embedding weights
@@ -316,19 +338,21 @@ class EncoderOnly(nn.Module):
     """BERT-style bidirectional encoder (Phuong & Hutter 2022, Algorithm 9).
 
     ``forward`` gives masked-LM logits (B, T, V) through the head of Algorithm 9 (dense, GELU,
-    LayerNorm, unembedding); ``classify`` pools the final states into class logits (B, C).
+    LayerNorm, unembedding); ``classify`` pools the final states into class logits (B, C),
+    through BERT's pooler (dense + tanh) first when ``config.pooler`` is "tanh".
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
         d = config.d_model
-        token = TokenEmbedding(config.vocab_size, d)
+        token = TokenEmbedding(config.vocab_size, d, config.embed_scale)
         self.embed = Embedder(token, config)
         self.encoder = Encoder(config, config.n_encoder_layers)
         self.mlm_dense = nn.Linear(d, d)
         self.mlm_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
-        self.unembed = nn.Linear(d, config.vocab_size, bias=False)
+        self.unembed = _unembedding(config, config.vocab_size)
+        self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if config.pooler == "tanh" else None
         self.classifier = None
         if config.n_classes:
             self.classifier = nn.Sequential(
@@ -369,7 +393,10 @@ class EncoderOnly(nn.Module):
         """Class logits (B, C) for token sequences (B, T)."""
         if self.classifier is None:
             raise ValueError("this model has no classifier: set model.n_classes >= 2")
-        return self.classifier(self.pool(self.encode(tokens, attention), tokens))  # (B, C)
+        pooled = self.pool(self.encode(tokens, attention), tokens)  # (B, D)
+        if self.pooler is not None:
+            pooled = self.pooler(pooled)  # (B, D)
+        return self.classifier(pooled)  # (B, C)
 
 
 class DecoderOnly(nn.Module):
@@ -378,10 +405,10 @@ class DecoderOnly(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        token = TokenEmbedding(config.vocab_size, config.d_model)
+        token = TokenEmbedding(config.vocab_size, config.d_model, config.embed_scale)
         self.embed = Embedder(token, config)
         self.decoder = Encoder(config, config.n_decoder_layers)
-        self.unembed = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.unembed = _unembedding(config, config.vocab_size)
         _init_linear_weights(self)
         if config.tie_embeddings != "none":
             self.unembed.weight = token.weight

@@ -142,7 +142,14 @@ class Trainer:
         from aiayn.modeldir import load_model_dir
 
         source = load_model_dir(directory)
-        free = {"n_classes", "pooling", "dropout", "attention_dropout", "embedding_dropout"}
+        free = {
+            "n_classes",
+            "pooling",
+            "pooler",
+            "dropout",
+            "attention_dropout",
+            "embedding_dropout",
+        }
         mine, theirs = self.model_config.to_dict(), source.config.to_dict()
         diff = sorted(k for k, v in mine.items() if theirs[k] != v and k not in free)
         if diff:

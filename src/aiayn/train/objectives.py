@@ -15,8 +15,9 @@ def label_smoothed_nll(
     """Summed label-smoothed cross-entropy over non-pad targets (Vaswani et al. 2017 §5.4).
 
     The target distribution puts 1 - smoothing on the reference token and spreads
-    ``smoothing`` evenly over the other classes except padding; padding positions and the pad
-    class get nothing. Returns (smoothed loss sum, plain NLL sum, number of target tokens).
+    ``smoothing`` evenly over the other classes except padding and the ids the model cannot
+    produce (logit -inf, e.g. a ``final_logits_bias`` of -inf); padding positions get nothing.
+    Returns (smoothed loss sum, plain NLL sum, number of target tokens).
     ``logits`` (N, V), ``target`` (N,); ``selected``: the caller has already dropped the
     padding positions (the model unembedded only real targets).
     """
@@ -28,8 +29,11 @@ def label_smoothed_nll(
     logp = F.log_softmax(logits.float(), dim=-1)  # (n, V)
     nll = -logp.gather(1, tgt[:, None]).squeeze(1)  # (n,)
     if smoothing > 0.0:
-        others = -(logp.sum(-1) - logp[:, pad_id]) - nll  # -sum log p over non-pad, non-target
-        loss = (1.0 - smoothing) * nll + smoothing / (logits.size(-1) - 2) * others
+        possible = torch.isfinite(logp)  # (n, V)
+        possible[:, pad_id] = False
+        # -sum log p over the possible classes other than pad and the target
+        others = -torch.where(possible, logp, 0.0).sum(-1) - nll  # (n,)
+        loss = (1.0 - smoothing) * nll + smoothing * others / (possible.sum(-1) - 1)
     else:
         loss = nll
     return loss.sum(), nll.sum().detach(), tgt.numel()

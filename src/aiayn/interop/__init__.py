@@ -1,0 +1,1 @@
+"""Boundaries with other libraries: Hugging Face checkpoints in and out (``hf``)."""

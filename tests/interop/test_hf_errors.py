@@ -1,0 +1,64 @@
+"""What import cannot convert is an error naming the file and the field, never a traceback
+deep in a state dict or a silently different model."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from aiayn.interop.hf import import_hf
+from tests.interop.hf_fixtures import bert_model, bert_tokenizer, marian_model, marian_tokenizer
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+
+
+def edit_config(directory, **changes):
+    path = directory / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def test_unknown_families_fields_and_tensors_are_named(tmp_path):
+    directory = tmp_path / "bert"
+    bert_tokenizer(directory)
+    bert_model(directory)
+    tensors = load_file(directory / "model.safetensors")
+    save_file(
+        {**tensors, "bert.encoder.layer.0.adapter.weight": torch.zeros(2)},
+        directory / "model.safetensors",
+    )
+    with pytest.raises(ValueError, match="does not use: bert.encoder.layer.0.adapter.weight"):
+        import_hf(directory, tmp_path / "out")
+    save_file(
+        {k: v for k, v in tensors.items() if "pooler" not in k or "bias" not in k},
+        directory / "model.safetensors",
+    )
+    with pytest.raises(ValueError, match="lacks bert.pooler.dense.bias"):
+        import_hf(directory, tmp_path / "out")
+    edit_config(directory, model_type="t5")
+    with pytest.raises(
+        ValueError, match="model_type='t5' is not supported; allowed: bert, gpt2, marian"
+    ):
+        import_hf(directory, tmp_path / "out")
+    edit_config(directory, model_type="bert", hidden_act="gelu_fast")
+    with pytest.raises(ValueError, match="hidden_act='gelu_fast' is not supported"):
+        import_hf(directory, tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match="not a model directory"):
+        import_hf(tmp_path / "nowhere", tmp_path / "out")
+
+
+def test_marian_without_its_tokenizer_or_with_a_tie_aiayn_lacks(tmp_path):
+    directory = tmp_path / "marian"
+    marian_model(directory, marian_tokenizer(directory))
+    edit_config(directory, share_encoder_decoder_embeddings=True, tie_word_embeddings=False)
+    with pytest.raises(ValueError, match="tie_word_embeddings=false is not supported"):
+        import_hf(directory, tmp_path / "out")
+    edit_config(directory, tie_word_embeddings=True, decoder_ffn_dim=64)
+    with pytest.raises(ValueError, match="encoder_ffn_dim=48 differs from decoder_ffn_dim=64"):
+        import_hf(directory, tmp_path / "out")
+    edit_config(directory, decoder_ffn_dim=48)
+    (directory / "target.spm").unlink()
+    with pytest.raises(FileNotFoundError, match="no target.spm"):
+        import_hf(directory, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing half-written
