@@ -77,8 +77,8 @@ def ct2_times(args, batches, tokenizer) -> dict:
     whole, produced = run()
     first, _ = run(limit=1)
     return {
-        f"CTranslate2 {kind}, whole": whole / produced * 1e3,
-        f"CTranslate2 {kind}, decoder after the first step": (whole - first) / produced * 1e3,
+        f"CTranslate2 {kind}, whole": whole / produced * 1e6,
+        f"CTranslate2 {kind}, decoder after the first step": (whole - first) / produced * 1e6,
     }
 
 
@@ -144,11 +144,13 @@ def main() -> None:
             model.encode(src)
         encoder = time.process_time() - encoder
     per_k = {
-        "aiayn, whole (CPU time)": cpu / produced * 1e3,
-        "aiayn, decoder (whole minus the encoder)": (cpu - encoder) / produced * 1e3,
+        "aiayn, whole (CPU time)": cpu / produced * 1e6,
+        "aiayn, decoder (whole minus the encoder)": (cpu - encoder) / produced * 1e6,
     }
     gemm_s = inside + int8
-    per_k["aiayn, matrix products inside decoding"] = gemm_s / total * cpu / produced * 1e3
+    per_k["aiayn, its matrix products (encoder and decoder)"] = (
+        gemm_s / total * cpu / produced * 1e6
+    )
     if args.ct2:
         per_k.update(ct2_times(args, batches, tokenizer))
     print(f"CPU ms per 1,000 generated tokens ({produced} tokens):")
