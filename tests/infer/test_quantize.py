@@ -92,3 +92,12 @@ def test_quantize_errors_are_clear(tmp_path, tiny):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"config.json: quantization.method 'int3'"):
         load_model_dir(tmp_path)
+
+
+def test_export_refuses_an_int8_directory(tmp_path, tiny):
+    from aiayn.interop.hf import export_hf
+
+    model = quantize_int8(build_model(tiny).eval())
+    save_model_dir(tmp_path / "int8", model)
+    with pytest.raises(ValueError, match="holds int8 weights; export the float"):
+        export_hf(tmp_path / "int8", tmp_path / "hf")
