@@ -132,12 +132,16 @@ def main() -> None:
         flops += gemm_flops(e.key, e.input_shapes) * e.count
         inside += e.self_cpu_time_total / 1e6
         alone += alone_seconds(e.key, e.input_shapes) * e.count
-    rates = {"inside decoding": flops / inside / 1e9, "alone, hot": flops / alone / 1e9}
-    print(
-        f"matrix products: {inside / total:.0%} of operator time; "
-        f"{rates['inside decoding']:.1f} GFLOP/s inside decoding, "
-        f"{rates['alone, hot']:.1f} GFLOP/s for the same shapes alone"
-    )
+    rates = None
+    if inside:  # float32 products (an int8 model has none but the last, kept-float layers')
+        rates = {"inside decoding": flops / inside / 1e9, "alone, hot": flops / alone / 1e9}
+        print(
+            f"float32 matrix products: {inside / total:.0%} of operator time; "
+            f"{rates['inside decoding']:.1f} GFLOP/s inside decoding, "
+            f"{rates['alone, hot']:.1f} GFLOP/s for the same shapes alone"
+        )
+    if int8:
+        print(f"int8 matrix products: {int8 / total:.0%} of operator time")
     with torch.no_grad():
         encoder = time.process_time()
         for src in batches:
@@ -165,6 +169,7 @@ def main() -> None:
             "batch": args.batch,
             "threads": args.threads,
             "gemm_share": inside / total,
+            "int8_gemm_share": int8 / total,
             "gemm_gflops": rates,
             "top_ops": {e.key: e.self_cpu_time_total / 1e6 / total for e in top},
             "int8": args.int8,
