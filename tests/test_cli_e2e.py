@@ -166,3 +166,21 @@ def test_attention_writes_heatmaps(trained, tmp_path, capsys):
     assert main(["attention", str(run / "model"), "Das ist gut.", "--out", str(png), "--self"]) == 0
     for p in (png, tmp_path / "attn-encoder.png", tmp_path / "attn-decoder.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quantize_writes_an_int8_model_that_translates(trained, monkeypatch, capsys, tmp_path):
+    _, run = trained
+    out = tmp_path / "int8"
+    assert main(["quantize", str(run / "model"), "--out", str(out)]) == 0
+    assert "wrote int8 model" in capsys.readouterr().out
+    assert json.loads((out / "config.json").read_text())["quantization"]["method"] == "int8"
+    assert (out / "tokenizer.model").is_file()
+    lines = ["Das ist gut.", "Ich habe heute keine Zeit."]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert main(["translate", str(out)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["quantize", str(out), "--out", str(tmp_path / "again")]) == 2
+    assert "already quantized" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO("Das ist gut.\n"))
+    assert main(["translate", str(run / "model"), "--quantize", "int8"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1

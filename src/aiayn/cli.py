@@ -169,7 +169,7 @@ def _kind(config: ModelConfig) -> str:
     return config.family
 
 
-def _load(model_dir: str, command: str):
+def _load(model_dir: str, command: str, quantize: str | None = None):
     """The model and tokenizer of ``model_dir``, if its family fits ``command``."""
     from aiayn.modeldir import load_config, load_model_and_tokenizer
 
@@ -181,7 +181,7 @@ def _load(model_dir: str, command: str):
             f"{model_dir} holds a model of the {_kind(have)} family; {command} needs {article} "
             f"{want} model (this directory fits: aiayn {FAMILY_COMMANDS[_kind(have)]})"
         )
-    return load_model_and_tokenizer(model_dir)
+    return load_model_and_tokenizer(model_dir, quantize=quantize)
 
 
 def _stdin_lines(errors: str) -> Iterator[str]:
@@ -275,7 +275,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
             f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam}); with --sample, "
             "--nbest N draws N samples"
         )
-    model, tokenizer = _load(args.model_dir, "translate")
+    model, tokenizer = _load(args.model_dir, "translate", args.quantize)
     total, seconds, produced = 0, 0.0, 0.0
     lines_in = _stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
@@ -353,7 +353,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
     from aiayn.infer.sampling import generate
     from aiayn.modeldir import read_run_json
 
-    model, tokenizer = _load(args.model_dir, "generate")
+    model, tokenizer = _load(args.model_dir, "generate", args.quantize)
     text = _text_argument(args.prompt, "--prompt")
     _warn_unknown_characters(tokenizer, [text], "--prompt")
     prompt = tokenizer.encode([text])[0] or [tokenizer.bos_id]
@@ -378,7 +378,9 @@ def cmd_classify(args: argparse.Namespace) -> None:
     from aiayn.infer.classify import class_probabilities
 
     texts = list(_stdin_lines(args.errors))
-    labels, probs = class_probabilities([Path(d) for d in args.model_dir], texts)
+    labels, probs = class_probabilities(
+        [Path(d) for d in args.model_dir], texts, quantize=args.quantize
+    )
     for row in probs:  # (C,)
         best = int(row.argmax())
         print(f"{labels[best]}\t{row[best]:.4f}")
@@ -392,7 +394,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
     if args.chunk < 1:
         raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
-    model, tokenizer = _load(args.model_dir, "embed")
+    model, tokenizer = _load(args.model_dir, "embed", args.quantize)
     while True:  # stream: read a chunk, embed it (length-sorted inside), print in order
         lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
         if not lines:
@@ -412,7 +414,30 @@ def _add_embed_parser(sub) -> None:
     p.add_argument("model_dir", help="an encoder-only model (pooled as its model.pooling says)")
     p.add_argument("--normalize", action="store_true", help="scale each vector to unit length")
     p.add_argument("--chunk", type=int, default=2000, help="lines read and embedded at a time")
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_embed)
+
+
+def cmd_quantize(args: argparse.Namespace) -> None:
+    import shutil
+
+    from aiayn.model.quantize import quantize
+    from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
+
+    src, out = Path(args.model_dir), Path(args.out)
+    if out.resolve() == src.resolve():
+        raise UserError(f"--out {out}: write the quantized model to another directory")
+    model = load_model_dir(src)
+    if getattr(model, "quantization", None):
+        raise UserError(f"{src} is already quantized ({model.quantization['method']})")
+    model = quantize(model, args.method, include_output=not args.keep_output_float)
+    out.mkdir(parents=True, exist_ok=True)
+    for item in sorted(src.iterdir()):  # tokenizer, run.json, ...: everything but the weights
+        if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
+            shutil.copy2(item, out / item.name)
+    save_model_dir(out, model)
+    size = (out / WEIGHTS_FILE).stat().st_size / 2**20
+    print(f"wrote {args.method} model to {out} ({size:.1f} MiB of weights)")
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -430,7 +455,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.evaluate import evaluate_translation
     from aiayn.modeldir import read_run_json, write_text
 
-    model, tokenizer = _load(args.model_dir, "evaluate")
+    model, tokenizer = _load(args.model_dir, "evaluate", args.quantize)
     data = read_run_json(args.model_dir).get("data", {})
     config = DataConfig(
         corpus=args.corpus or data.get("corpus", "data/ding-de-en"),
@@ -501,7 +526,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    run_server(model_specs(args.model_dir, args.name, args.languages), config, args.host, args.port)
+    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize)
+    run_server(specs, config, args.host, args.port)
 
 
 def int_range(low: int, high: int | None = None):
@@ -571,6 +597,14 @@ def _add_search_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="beam: stop a sentence once its best live hypothesis, finished now, would lose "
         "(faster; the default stops only when no live hypothesis can still win)",
+    )
+
+
+def _add_quantize_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="quantize the linear layers after loading (CPU; int8: dynamic int8, faster)",
     )
 
 
@@ -655,6 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --sample: random seed (default 0)",
     )
     _add_stdin_arguments(p)
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("average", help="average the last K checkpoints into a model directory")
@@ -680,6 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=int_range(0, 2**63 - 1), default=None, help="seed for reproducible samples"
     )
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("classify", help="label each line of stdin: label<TAB>probability")
@@ -687,9 +723,22 @@ def build_parser() -> argparse.ArgumentParser:
         "model_dir", nargs="+", help="a classifier; several: their probabilities are averaged"
     )
     _add_stdin_arguments(p)
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_classify)
 
     _add_embed_parser(sub)
+
+    p = sub.add_parser("quantize", help="write an int8 copy of a model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--method", default="int8", choices=["int8"])
+    p.add_argument(
+        "--keep-output-float",
+        action="store_true",
+        help="keep the projection to the vocabulary in float32",
+    )
+    p.set_defaults(func=cmd_quantize)
+
     p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
     p.add_argument("model_dir")
     p.add_argument("sentence")
@@ -707,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--samples", type=int_range(0), default=5, help="sample translations to print")
     _add_search_arguments(p)
+    _add_quantize_argument(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("serve", help="serve models over HTTP (LibreTranslate and OpenAI APIs)")
@@ -718,6 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--threads", type=int_range(0), default=0, help="torch threads (0 = torch's default)"
     )
+    _add_quantize_argument(p)
     from aiayn.serve.config import ServeConfig
 
     for name, (default, text) in ServeConfig.flags().items():

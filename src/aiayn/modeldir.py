@@ -31,6 +31,7 @@ from torch import nn
 from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
 from aiayn.errors import UserError, atomic_write, read_json, read_json_object
 from aiayn.model import build_model
+from aiayn.model.quantize import check_method, quantize_int8
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -92,7 +93,11 @@ def save_model_dir(
     dtype: torch.dtype | None = None,
     metadata: dict | None = None,
 ) -> None:
-    """Write ``model`` (and its config) to ``directory``; ``dtype`` e.g. fp16 to ship small."""
+    """Write ``model`` (and its config) to ``directory``; ``dtype`` e.g. fp16 to ship small.
+
+    A quantized model (``aiayn.model.quantize``) keeps its int8 weights and scales, and its
+    config.json records the quantization, so that loading rebuilds the same layers.
+    """
     directory = Path(directory)
     tensors, tied = untied_state_dict(model)
     tensors = {
@@ -110,6 +115,8 @@ def save_model_dir(
     atomic_write(directory / WEIGHTS_FILE, lambda p: p.write_bytes(data))
     digest = hashlib.sha256(data).hexdigest()
     config = {"model": model.config.to_dict(), HASH_KEY: {WEIGHTS_FILE: digest}}
+    if getattr(model, "quantization", None):
+        config["quantization"] = model.quantization
     write_json(directory / CONFIG_FILE, config)
 
 
@@ -176,10 +183,40 @@ def _check_saved_architecture(config: ModelConfig, metadata: dict, path: Path) -
         )
 
 
-def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Module:
-    """Rebuild the model saved in ``directory``, in eval mode, weights in float32."""
+def _saved_quantization(directory: Path) -> dict | None:
+    """The quantization a model directory was saved with (None: float weights)."""
+    path = Path(directory) / CONFIG_FILE
+    saved = _config_file(directory).get("quantization")
+    if saved is None:
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("include_output", True), bool):
+        raise UserError(
+            f"{path}: 'quantization' must be a table with method and include_output (true/false)"
+        )
+    try:
+        check_method(saved.get("method"), flag="quantization.method")
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from None
+    return saved
+
+
+def load_model_dir(
+    directory: Path, device: str | torch.device = "cpu", quantize: str | None = None
+) -> nn.Module:
+    """Rebuild the model saved in ``directory``, in eval mode, weights in float32.
+
+    ``quantize`` ("int8") quantizes a float model's linear layers after loading
+    (``aiayn.model.quantize``); a directory saved quantized loads quantized whatever it says.
+    """
     directory = Path(directory)
+    try:
+        check_method(quantize)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     config = load_config(directory)
+    saved_quantization = _saved_quantization(directory)
+    if (quantize or saved_quantization) and torch.device(device).type != "cpu":
+        raise UserError(f"{directory}: int8 layers run on the CPU only, not on {device}")
     path = directory / WEIGHTS_FILE
     if not path.is_file():
         raise UserError(f"{path}: no weights file in the model directory")
@@ -195,6 +232,8 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
         raise UserError(f"{path}: unreadable safetensors file ({e})") from None
     _check_saved_architecture(config, metadata, path)
     model = build_model(config)
+    if saved_quantization is not None:  # the same int8 layers, filled from the file below
+        quantize_int8(model, include_output=saved_quantization.get("include_output", True))
     expected = model.state_dict()
     for alias, name in tied.items():
         if name in tensors:
@@ -216,6 +255,8 @@ def load_model_dir(directory: Path, device: str | torch.device = "cpu") -> nn.Mo
             )
         tensors[name] = got.to(want.dtype)
     model.load_state_dict(tensors, strict=True)
+    if quantize is not None and saved_quantization is None:
+        quantize_int8(model)
     return model.to(device).eval()
 
 
@@ -230,11 +271,13 @@ def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:
         )
 
 
-def load_model_and_tokenizer(directory: Path, device: str | torch.device = "cpu"):
+def load_model_and_tokenizer(
+    directory: Path, device: str | torch.device = "cpu", quantize: str | None = None
+):
     """(model, tokenizer) of a model directory, checked against each other."""
     from aiayn.data.tokenizer import load_tokenizer, tokenizer_file
 
-    model = load_model_dir(directory, device)
+    model = load_model_dir(directory, device, quantize=quantize)
     tokenizer = load_tokenizer(Path(directory))
     check_vocabulary(model.config, tokenizer, str(tokenizer_file(Path(directory))))
     return model, tokenizer

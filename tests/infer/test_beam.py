@@ -178,3 +178,42 @@ def test_batched_greedy_equals_one_by_one_with_each_sentence_its_own_limit():
         row = batched[i]
         assert torch.equal(row[: one.size(0)], one)
         assert (row[one.size(0) :] == 0).all()
+
+
+def repeated_memory_beam(model, src, beam, alpha=0.6, max_len_offset=50, nbest=1):
+    """Beam search the way it was written before the beams shared their source: memory and
+    mask repeated per beam, one copy of the cross-attention keys and values per beam."""
+    memory, src_mask = model.encode(src)
+    memory = memory.repeat_interleave(beam, dim=0)  # (B*K, S, D)
+    state = model.new_state(src_mask.repeat_interleave(beam, dim=0))  # one row per beam
+
+    def step(tokens):
+        logits = model.decode(tokens, memory, state=state)[:, -1]
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    max_len = (src != 0).sum(1) + max_len_offset
+    return beam_search(
+        step,
+        lambda i: state.reorder(i, same_sources=True),
+        src.size(0),
+        beam,
+        max_len,
+        alpha,
+        nbest,
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_beams_sharing_their_source_equal_repeated_memory(norm_first):
+    # an untrained model: flat distributions, many live hypotheses, sentences of every length
+    torch.manual_seed(1)
+    config = ModelConfig.preset("tiny", vocab_size=40, norm_first=norm_first)
+    model = build_model(config).eval()
+    src = torch.tensor([[5, 6, 7, 8, 9, 10, 11], [9, 10, 0, 0, 0, 0, 0], [4, 4, 5, 6, 0, 0, 0]])
+    shared = beam_decode(model, src, beam=4, nbest=3, max_len_offset=4)
+    repeated = repeated_memory_beam(model, src, beam=4, nbest=3, max_len_offset=4)
+    for a, b in zip(shared, repeated, strict=True):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        scale = max(abs(h.score) for h in b)
+        for x, y in zip(a, b, strict=True):
+            assert abs(x.score - y.score) <= 1e-5 * scale

@@ -138,10 +138,13 @@ def test_masks_are_boolean_true_means_attend():
     assert both.tolist() == [[True, False, False], [True, True, False], [True, True, False]]
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["real tokens", "padding inside"])
 @pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only"])
-def test_kv_cached_decoding_equals_full_forward(config, family):
+def test_kv_cached_decoding_equals_full_forward(config, family, padded):
     model = build_model(config.replace(family=family)).eval()
     src, tgt = tokens(2, 5), tokens(2, 7)
+    if padded:  # the cache needs no mask until the first padding; then it must mask it
+        tgt[1, 4] = tgt[0, 1] = PAD
     if family == "encoder-decoder":
         memory, src_mask = model.encode(src)
         full = model.decode(tgt, memory, src_mask)
@@ -219,3 +222,21 @@ def test_selected_positions_give_the_same_logits(tiny, family):
     part = model(*args, select=select)  # (n, V)
     assert part.shape == (int(select.sum()), full.size(-1))
     assert_close_to_scale(part, full[select])
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "encoder-only"])
+def test_encoder_skipping_padding_equals_the_padded_computation(config, family):
+    # in inference the position-wise layers run on the real tokens alone; with gradients on
+    # (training) they run on the padded batch: the real positions must agree
+    model = build_model(config.replace(family=family)).eval()
+    src = tokens(3, 8)
+    src[0, 5:] = PAD
+    src[2, 2:] = PAD
+    real = src != PAD
+    with torch.no_grad():
+        packed = model.encode(src)
+        packed = packed[0] if family == "encoder-decoder" else packed
+    padded = model.encode(src)
+    padded = (padded[0] if family == "encoder-decoder" else padded).detach()
+    assert_close_to_scale(packed[real], padded[real])
+    assert (packed[~real] == 0).all() and not (padded[~real] == 0).all()

@@ -109,6 +109,35 @@ def test_v1_translate_greedy_and_beam_with_scores(client, model_dirs):
         assert g["text"] == w[0][0]
 
 
+def test_serve_quantized_models(model_dirs):
+    """--quantize int8: the server's answers are the int8 model's, and /v1/models says so."""
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    specs = [ModelSpec(model_dirs[k], k, quantize="int8") for k in ("translator", "classifier")]
+    with TestClient(create_app(specs, ServeConfig())) as c:
+        wait_ready(c)
+        models = {m["id"]: m for m in c.get("/v1/models").json()["data"]}
+        assert models["translator"]["quantization"] == "int8"
+        float_model, tokenizer = _load(model_dirs["translator"])
+        assert models["translator"]["parameters"] >= sum(
+            p.numel() for p in float_model.parameters()
+        )
+        int8 = load_model_dir(model_dirs["translator"], quantize="int8")
+        got = c.post("/v1/translate", json={"model": "translator", "text": SENTENCES}).json()
+        assert [t["text"] for t in got["translations"]] == [
+            h[0][0] for h in translate(int8, tokenizer, SENTENCES)
+        ]
+        probs = c.post("/v1/classify", json={"model": "classifier", "input": SENTENCES})
+        int8 = load_model_dir(model_dirs["classifier"], quantize="int8")
+        want = classify_texts(int8, load_tokenizer(model_dirs["classifier"]), SENTENCES)
+        got = [[p["score"] for p in r["probabilities"]] for r in probs.json()["results"]]
+        torch.testing.assert_close(torch.tensor(got), want, rtol=0, atol=1e-6)
+
+
 def _translate_concurrently(client, texts, **options):
     with ThreadPoolExecutor(len(texts)) as pool:
         jobs = [

@@ -10,6 +10,7 @@ import torch
 
 from aiayn.cli import main
 from aiayn.data.tokenizer import MASK, PAD
+from aiayn.modeldir import load_config
 from aiayn.train.objectives import mask_tokens
 
 
@@ -83,6 +84,14 @@ def test_classifier_trains_and_classifies(labelled_corpus, tmp_path, capsys, mon
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [r[0] for r in rows] == ["fresh", "rotten"]
     assert all(0.5 <= float(r[1]) <= 1.0 for r in rows)
+    # int8: the same labels, and embed reads the same flag
+    monkeypatch.setattr("sys.stdin", io.StringIO("a wonderful film, truly.\nterrible, quite.\n"))
+    assert main(["classify", str(tmp_path / "clf" / "model"), "--quantize", "int8"]) == 0
+    assert [r.split("\t")[0] for r in capsys.readouterr().out.splitlines()] == ["fresh", "rotten"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("a wonderful film, truly.\n"))
+    assert main(["embed", str(tmp_path / "clf" / "model"), "--quantize", "int8"]) == 0
+    d_model = load_config(tmp_path / "clf" / "model").d_model
+    assert len(json.loads(capsys.readouterr().out)) == d_model
 
 
 def test_mlm_pretraining_then_fine_tuning(labelled_corpus, tmp_path, capsys):

@@ -150,20 +150,20 @@ def beam_decode(
 ) -> list[list[Hypothesis]]:
     """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence.
 
-    The encoder runs once; its memory and mask are repeated per beam; the decoder keeps a
-    KV cache that follows the beams.
+    The encoder runs once; the beams of a sentence share its memory, mask and cross-
+    attention keys and values (computed once per sentence, never copied per beam); the
+    decoder's self-attention KV cache follows the beams.
     """
     model.eval()
     b = src.size(0)
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-    memory = memory.repeat_interleave(beam, dim=0)  # (B*K, S, D)
-    state = model.new_state(src_mask.repeat_interleave(beam, dim=0))
+    state = model.new_state(src_mask, beams=beam)
     max_len = (src != PAD).sum(1) + max_len_offset  # (B,)
     if model.config.pos_encoding == "learned":
         max_len = max_len.clamp(max=model.config.max_len)
 
     def step(tokens: Tensor) -> Tensor:
-        logits = model.decode(tokens, memory, state=state)[:, -1]  # (B*K, V)
+        logits = model.decode(tokens, memory, state=state)[:, -1]  # (B*K, V); memory (B, S, D)
         return torch.log_softmax(logits.float(), dim=-1)
 
     def reorder(index: Tensor) -> None:  # a row's parent is a beam of the same sentence

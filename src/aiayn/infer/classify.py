@@ -14,8 +14,10 @@ from aiayn.errors import UserError
 from aiayn.modeldir import load_config, load_model_and_tokenizer, read_run_json
 
 
-def load_classifier(model_dir: Path):
-    """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise."""
+def load_classifier(model_dir: Path, quantize: str | None = None):
+    """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise.
+
+    ``quantize`` ("int8") quantizes its linear layers (``aiayn.model.quantize``)."""
     model_dir = Path(model_dir)
     config = load_config(model_dir)
     if config.family != "encoder-only" or not config.n_classes:
@@ -39,7 +41,7 @@ def load_classifier(model_dir: Path):
             f"{run_file}: {len(labels)} labels, but the classifier has {config.n_classes} "
             "classes; restore the run.json saved with the model"
         )
-    model, tokenizer = load_model_and_tokenizer(model_dir)
+    model, tokenizer = load_model_and_tokenizer(model_dir, quantize=quantize)
     return model, tokenizer, labels
 
 
@@ -63,7 +65,7 @@ def classify_texts(
 
 @torch.no_grad()
 def class_probabilities(
-    model_dirs: list[Path], texts: list[str], batch_size: int = 64
+    model_dirs: list[Path], texts: list[str], batch_size: int = 64, quantize: str | None = None
 ) -> tuple[list[str], Tensor]:
     """(labels, probabilities (N, C)) for ``texts``, averaged over the models of ``model_dirs``.
 
@@ -74,7 +76,7 @@ def class_probabilities(
         raise ValueError("no model directory given")
     labels, total = None, None
     for model_dir in model_dirs:
-        model, tokenizer, these = load_classifier(model_dir)
+        model, tokenizer, these = load_classifier(model_dir, quantize)
         if labels is not None and these != labels:
             raise ValueError(
                 f"{model_dir} has labels {these}, but {model_dirs[0]} has {labels}: "

@@ -18,9 +18,11 @@ def greedy_decode(
     Phuong & Hutter 2022, Algorithm 15 in the limit temperature -> 0.
 
     Each sentence stops at its own source length + ``max_len_offset`` (Vaswani et al. 2017
-    §6.1), or at ``max_len``. A finished sentence leaves the batch (its rows of the KV cache
-    go too), so a batch costs what its live sentences cost and every sentence decodes as it
-    would alone. The output holds no bos, ends with eos where one was made, and is padded.
+    §6.1), or at ``max_len``. Finished sentences get no logits; they leave the batch (their
+    rows of the KV cache go too) once a quarter of its rows are finished, so that the
+    rows are re-indexed a few times per batch rather than at every step where a sentence
+    ends. Each sentence decodes as it would alone. The output holds no bos, ends with eos
+    where one was made, and is padded.
     """
     model.eval()
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
@@ -34,19 +36,28 @@ def greedy_decode(
         limit = limit.clamp(max=model.config.max_len)
     steps = int(limit.max()) if b else 0
     out = torch.full((b, steps), PAD, dtype=torch.long, device=device)
-    rows = torch.arange(b, device=device)  # (N,) the sentence of each live row
+    rows = torch.arange(b, device=device)  # (N,) the sentence of each row of the batch
+    live = torch.ones(b, dtype=torch.bool, device=device)  # (N,) rows still decoding
     token = torch.full((b, 1), BOS, dtype=torch.long, device=device)
-    width = 0
+    width, n_live = 0, b
     for step in range(steps):
-        logits = model.decode(token, memory, state=state)[:, -1]  # (N, V)
-        token = logits.argmax(-1, keepdim=True)  # (N, 1)
-        out[rows, step] = token[:, 0]
+        select = None if n_live == len(rows) else live[:, None]  # (N, 1): no finished logits
+        logits = model.decode(token, memory, state=state, select=select)  # (N, 1, V) | (n, V)
+        new = logits.reshape(n_live, -1).argmax(-1)  # (n,)
+        sentence = rows[live] if select is not None else rows  # (n,)
+        out[sentence, step] = new
         width = step + 1
-        done = (token[:, 0] == EOS) | (limit[rows] <= width)  # (N,)
-        if done.any():
-            keep = (~done).nonzero().squeeze(1)  # (N',)
-            if keep.numel() == 0:
+        ended = (new == EOS) | (limit[sentence] <= width)  # (n,)
+        if select is not None:  # finished rows read eos: a real token, never looked at
+            token = torch.full_like(token, EOS)
+        token[live, 0] = new
+        if ended.any():
+            live[live.clone()] = ~ended
+            n_live = int(live.sum())
+            if n_live == 0:
                 break
-            rows, token, memory = rows[keep], token[keep], memory[keep]
-            state.reorder(keep)
+            if len(rows) - n_live >= max(1, len(rows) // 4):  # leave the batch
+                keep = live.nonzero().squeeze(1)  # (N',)
+                rows, token, live = rows[keep], token[keep], live[keep]
+                state.reorder(keep)  # memory itself is read on the first step only
     return out[:, :width]  # (B, L)

@@ -50,6 +50,21 @@ def search(
     return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop)
 
 
+def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices of ``lengths`` sorted by length and cut into batches by tokens (throughput
+    mode): each batch takes sentences while its padded size (longest x count) stays within
+    ``max_tokens``, so short sentences travel in large batches and long ones in small."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches, i = [], 0
+    while i < len(order):
+        j = i + 1
+        while j < len(order) and lengths[order[j]] * (j - i + 1) <= max_tokens:
+            j += 1
+        batches.append(order[i:j])
+        i = j
+    return batches
+
+
 def translate(
     model,
     tokenizer: Tokenizer,
@@ -89,15 +104,10 @@ def translate(
             stacklevel=2,
         )
     ids = [x[:limit] + [EOS] for x in ids]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out: list = [None] * len(ids)
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
-    start, produced, i = time.perf_counter(), 0, 0
-    while i < len(order):
-        j = i + 1
-        while j < len(order) and len(ids[order[j]]) * (j - i + 1) <= budget:
-            j += 1
-        chunk = order[i:j]
+    start, produced = time.perf_counter(), 0
+    for chunk in length_batches([len(x) for x in ids], budget):
         src = pad([ids[k] for k in chunk])
         indices = [first_index + k for k in chunk]
         hyps = search(
@@ -110,7 +120,6 @@ def translate(
                 produced += len(n_best[0].tokens) if n_best else 0
             texts_out = tokenizer.decode([h.tokens for h in n_best])
             out[k] = [(t, h.score) for t, h in zip(texts_out, n_best, strict=True)]
-        i = j
     if stats is not None:
         seconds = max(time.perf_counter() - start, 1e-9)
         stats.update(

@@ -354,6 +354,11 @@ def export_hf(model_dir: Path, out: Path) -> dict:
 
     model_dir, out = Path(model_dir), Path(out)
     model = load_model_dir(model_dir)
+    if getattr(model, "quantization", None):
+        raise ValueError(
+            f"{model_dir} holds {model.quantization['method']} weights; export the float "
+            "model directory it was quantized from"
+        )
     tokenizer = load_tokenizer(model_dir)
     run_file = model_dir / "run.json"
     run = json.loads(run_file.read_text()) if run_file.is_file() else {}

@@ -6,6 +6,7 @@ Vaswani et al. 2017 §3.2; Phuong & Hutter 2022, Algorithms 3-5.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,46 @@ def attention(
     if dropout > 0.0:
         weights = F.dropout(weights, p=dropout)
     return weights @ v, weights  # (B, H, T, Dh), (B, H, T, S)
+
+
+def linear_rows(proj: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
+    """Output features ``start:stop`` of the linear layer ``proj`` applied to ``x``, without
+    computing the others (e.g. W_Q alone of the fused W_Q, W_K, W_V).
+
+    ``proj`` is an ``nn.Linear`` or a layer with the same forward and a ``rows(start, stop)``
+    method giving the layer of those output features (an int8 layer, ``aiayn.model.quantize``).
+    """
+    if isinstance(proj, nn.Linear):
+        bias = proj.bias[start:stop] if proj.bias is not None else None
+        return F.linear(x, proj.weight[start:stop], bias)
+    return proj.rows(start, stop)(x)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the real tokens of a padded batch (B, S) are, so that position-wise layers
+    (projections, feed-forward, layer norms) can run on them alone, skipping the padding.
+
+    ``index`` (n,) holds the flat positions b * S + s of the n real tokens, in order.
+    """
+
+    index: Tensor
+    batch: int
+    length: int
+
+    @classmethod
+    def of(cls, real: Tensor) -> Packing:
+        """The packing of a token mask ``real`` (B, S), True = real token."""
+        return cls(real.flatten().nonzero().squeeze(1), real.size(0), real.size(1))
+
+    def pack(self, x: Tensor) -> Tensor:
+        """(B, S, ...) to the real tokens' rows (n, ...)."""
+        return x.flatten(0, 1).index_select(0, self.index)
+
+    def unpack(self, rows: Tensor) -> Tensor:
+        """(n, ...) back to (B, S, ...), zeros at the padding."""
+        out = rows.new_zeros(self.batch * self.length, *rows.shape[1:])
+        return out.index_copy_(0, self.index, rows).view(self.batch, self.length, *rows.shape[1:])
 
 
 class KVCache:
@@ -74,17 +115,19 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Select batch rows ``index`` (B',) of the cache, e.g. the surviving beams.
 
-        When the batch keeps its size (a beam search step), only the filled part is copied,
+        Only the filled part is copied; when the batch keeps its size (a beam search step),
         into a spare buffer that the next reorder reuses: no allocation per step.
         """
         if self.k is None:
             return
-        same_size = len(index) == self.k.size(0)
-        if self.static or not same_size or (torch.is_grad_enabled() and self.k.requires_grad):
+        if self.static or (torch.is_grad_enabled() and self.k.requires_grad):
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
             self._spare = None
             return
-        if self._spare is None or self._spare[0].shape != self.k.shape:
+        if len(index) != self.k.size(0):  # rows leave: a smaller buffer, same capacity
+            shape = (len(index), *self.k.shape[1:])
+            self._spare = (self.k.new_empty(shape), self.v.new_empty(shape))
+        elif self._spare is None or self._spare[0].shape != self.k.shape:
             self._spare = (torch.empty_like(self.k), torch.empty_like(self.v))
         k, v, n = *self._spare, self.length
         torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
@@ -122,36 +165,60 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        packing: Packing | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` (B, T, D) to itself, or to ``memory`` (B, S, D) when given.
 
         ``mask`` is bool and broadcasts to (B, H, T, S), True = may attend. With a ``cache``,
         self-attention appends this call's keys/values to it, and cross-attention computes
-        the memory's keys/values on the first call only. Returns (B, T, D) and, if
+        the memory's keys/values on the first call only. ``memory`` (and the cached keys and
+        values) may hold one row per K rows of ``x`` (B = B' * K, consecutive rows sharing
+        a source: the beams of one sentence): those queries then read one copy of the keys
+        and values, and ``mask`` has B' rows. With ``packing`` (self-attention, no cache),
+        ``x`` holds the real tokens alone (n, D), and so does the output: the projections
+        skip the padding, which only the attention itself needs in place. Returns (B, T, D) and, if
         ``need_weights``, the attention weights (B, H, T, S).
         """
         d = self.d_model
-        w, b = self.in_proj.weight, self.in_proj.bias
-        if memory is None:
+        rows = None
+        if packing is not None:  # (n, D) real tokens: project them, then lay them out
+            rows, x = x, packing.unpack(self.in_proj(x))  # (n, D), (B, T, 3D)
+            q, k, v = x.split(d, dim=-1)  # 3 x (B, T, D)
+            k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
+        elif memory is None:
             q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 x (B, T, D)
             k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H, L, Dh)
         else:
-            q = F.linear(x, w[:d], b[:d])  # (B, T, D)
+            q = linear_rows(self.in_proj, x, 0, d)  # (B, T, D)
             if cache is not None and cache.filled:
                 k, v = cache.k, cache.v  # (B, H, S, Dh)
             else:
-                k, v = F.linear(memory, w[d:], b[d:]).split(d, dim=-1)  # 2 x (B, S, D)
+                kv = linear_rows(self.in_proj, memory, d, 3 * d)  # (B, S, 2D)
+                k, v = kv.split(d, dim=-1)  # 2 x (B, S, D)
                 k, v = self._split_heads(k), self._split_heads(v)  # (B, H, S, Dh)
                 if cache is not None:
                     cache.update(k, v)
         q = self._split_heads(q)  # (B, H, T, Dh)
+        b, t = x.size(0), x.size(1)
+        group = b // k.size(0)  # queries per key/value row: the K beams of one source
+        if group > 1:  # (B'*K, H, T, Dh) -> (B', H, K*T, Dh): a source's beams share its keys
+            q = q.view(k.size(0), group, self.n_heads, t, self.d_head).transpose(1, 2)
+            q = q.reshape(k.size(0), self.n_heads, group * t, self.d_head)
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
             out, weights = attention(q, k, v, mask, p)  # (B, H, T, Dh)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        out = out.transpose(1, 2).reshape(x.size(0), x.size(1), d)  # (B, T, D)
+        if group > 1:  # back to one row per beam: (B'*K, H, T, Dh)
+            out = out.view(k.size(0), self.n_heads, group, t, self.d_head).transpose(1, 2)
+            if weights is not None:
+                weights = weights.view(k.size(0), self.n_heads, group, t, -1).transpose(1, 2)
+                weights = weights.reshape(b, self.n_heads, t, -1)  # (B, H, T, S)
+            out = out.reshape(b, self.n_heads, t, self.d_head)
+        out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, D)
+        if rows is not None:
+            out = packing.pack(out)  # (n, D)
         return self.out_proj(out), weights

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.attention import KVCache, MultiHeadAttention, Packing
 
 
 class TokenEmbedding(nn.Module):
@@ -142,15 +142,16 @@ class EncoderLayer(nn.Module):
         mask: Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        packing: Packing | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        """``x`` (B, T, D); with ``packing``, the real tokens alone (n, D)."""
+        kw = dict(mask=mask, cache=cache, need_weights=need_weights, packing=packing)
         if self.norm_first:
-            h, weights = self.self_attn(
-                self.norm1(x), mask=mask, cache=cache, need_weights=need_weights
-            )
+            h, weights = self.self_attn(self.norm1(x), **kw)
             x = x + self.dropout(h)
             x = x + self.dropout(self.ffn(self.norm2(x)))
         else:
-            h, weights = self.self_attn(x, mask=mask, cache=cache, need_weights=need_weights)
+            h, weights = self.self_attn(x, **kw)
             x = self.norm1(x + self.dropout(h))
             x = self.norm2(x + self.dropout(self.ffn(x)))
         return x, weights  # (B, T, D), (B, H, T, T) or None

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model import masks
-from aiayn.model.attention import KVCache
+from aiayn.model.attention import KVCache, Packing
 from aiayn.model.layers import (
     DecoderLayer,
     EncoderLayer,
@@ -119,12 +119,32 @@ class Encoder(nn.Module):
         caches: list[KVCache] | None = None,
         weights: list[Tensor] | None = None,
     ) -> Tensor:
+        packing = self._packing(x, mask, caches, weights)
+        if packing is not None:  # position-wise layers skip the padding
+            x = packing.pack(x)  # (n, D)
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
-            x, w = layer(x, mask, cache=cache, need_weights=weights is not None)
+            x, w = layer(x, mask, cache=cache, need_weights=weights is not None, packing=packing)
             if weights is not None:
                 weights.append(w)
-        return self.norm(x) if self.norm is not None else x  # (B, T, D)
+        x = self.norm(x) if self.norm is not None else x
+        return packing.unpack(x) if packing is not None else x  # (B, T, D)
+
+    PACK_PADDING = 0.1  # pack when at least this share of the positions is padding
+
+    def _packing(self, x, mask, caches, weights) -> Packing | None:
+        """In inference, a packing of the real tokens when the batch holds enough padding.
+
+        Then the outputs at padding positions are zeros rather than values nothing reads.
+        """
+        if torch.is_grad_enabled() or caches is not None or weights is not None or mask is None:
+            return None
+        if mask.size(-2) != 1:  # (B, 1, T, T) causal masks: every row is a real query
+            return None
+        real = mask[:, 0, 0, :]  # (B, T)
+        if real.all() or real.float().mean() > 1 - self.PACK_PADDING:
+            return None
+        return Packing.of(real)
 
 
 class Decoder(nn.Module):
@@ -168,7 +188,10 @@ class DecoderState:
     """What incremental decoding carries from one step to the next.
 
     ``token_mask`` (B, L) marks the real tokens decoded so far (key padding for self-
-    attention); ``memory_mask`` is the encoder's key-padding mask (encoder-decoder only).
+    attention); it stays None while every token is real, the common case in generation,
+    so that a step then needs no mask at all. ``length`` counts the positions decoded;
+    ``memory_mask`` is the encoder's key-padding mask (encoder-decoder only), one row per
+    source, which ``beams`` consecutive target rows share (beam search).
     ``reorder`` selects batch rows, e.g. beams that survive a step of beam search.
     """
 
@@ -176,36 +199,53 @@ class DecoderState:
     cross_caches: list[KVCache] = field(default_factory=list)
     token_mask: Tensor | None = None
     memory_mask: Tensor | None = None
+    length: int = 0
+    beams: int = 1  # target rows per source row (memory_mask and cross caches)
 
     @property
     def offset(self) -> int:
-        return 0 if self.token_mask is None else self.token_mask.size(1)
+        return self.length
 
-    def advance(self, tokens: Tensor, pad_id: int) -> Tensor:
-        """Record ``tokens`` (B, t) and return the self-attention mask (B, 1, t, L)."""
+    def advance(self, tokens: Tensor, pad_id: int) -> Tensor | None:
+        """Record ``tokens`` (B, t) and return the self-attention mask (B, 1, t, L).
+
+        None when every query may see every key: one new token per row and no padding so
+        far (scaled_dot_product_attention then runs unmasked).
+        """
+        b, t = tokens.shape
+        offset, self.length = self.length, self.length + t
         new = masks.token_mask(tokens, pad_id)  # (B, t)
-        offset = self.offset
-        self.token_mask = new if self.token_mask is None else torch.cat([self.token_mask, new], 1)
-        causal = masks.causal_mask(tokens.size(1), tokens.device, offset)  # (1, 1, t, L)
+        if self.token_mask is None and bool(new.all()):
+            return None if t == 1 else masks.causal_mask(t, tokens.device, offset)
+        if self.token_mask is None:  # the first padding: every earlier token was real
+            self.token_mask = torch.ones(b, offset, dtype=torch.bool, device=tokens.device)
+        self.token_mask = torch.cat([self.token_mask, new], 1)  # (B, L)
+        causal = masks.causal_mask(t, tokens.device, offset)  # (1, 1, t, L)
         return masks.guard_empty_rows(causal & self.token_mask[:, None, None, :])
 
     def reorder(self, index: Tensor, same_sources: bool = False) -> None:
         """Keep batch rows ``index`` (B',), in that order.
 
         ``same_sources``: every row moves only among rows that share its source (the beams
-        of one sentence), so the source side (cross-attention keys/values, memory mask)
-        changes only if sentences leave the batch (B' differs from B); a beam search then
-        copies the target-side cache alone at most steps.
+        of one sentence, ``beams`` consecutive rows per source), so the source side (cross-
+        attention keys/values, memory mask) changes only when sentences leave the batch; a
+        beam search then copies the target-side cache alone at most steps.
         """
-        caches = self.self_caches
-        if not same_sources or self.memory_mask is None or len(index) != len(self.memory_mask):
-            caches = caches + self.cross_caches
-            if self.memory_mask is not None:
-                self.memory_mask = self.memory_mask.index_select(0, index)
-        for cache in caches:
+        for cache in self.self_caches:
             cache.reorder(index)
         if self.token_mask is not None:
             self.token_mask = self.token_mask.index_select(0, index)
+        if self.memory_mask is None:
+            return
+        if same_sources:  # the sources of the rows kept: one per group of beams
+            if len(index) == len(self.memory_mask) * self.beams:
+                return
+            index = index.view(-1, self.beams)[:, 0] // self.beams  # (B' / K,)
+        elif self.beams != 1:
+            raise ValueError("rows that share a source can only move among their own beams")
+        self.memory_mask = self.memory_mask.index_select(0, index)
+        for cache in self.cross_caches:
+            cache.reorder(index)
 
 
 class EncoderDecoder(nn.Module):
@@ -242,12 +282,18 @@ class EncoderDecoder(nn.Module):
         memory = self.encoder(self.src_embed(src), src_mask, weights=weights)  # (B, S, D)
         return memory, src_mask
 
-    def new_state(self, src_mask: Tensor) -> DecoderState:
+    def new_state(self, src_mask: Tensor, beams: int = 1) -> DecoderState:
+        """Decoding state for sources with key-padding mask ``src_mask`` (B, 1, 1, S).
+
+        ``beams``: each source is decoded in that many consecutive target rows (B*K), which
+        read one copy of its memory, its cross-attention keys and values, and its mask.
+        """
         n = len(self.decoder.layers)
         return DecoderState(
             self_caches=[KVCache() for _ in range(n)],
             cross_caches=[KVCache(static=True) for _ in range(n)],
             memory_mask=src_mask,
+            beams=beams,
         )
 
     def decode(

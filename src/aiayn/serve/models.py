@@ -23,16 +23,19 @@ from aiayn.infer.classify import classify_texts
 from aiayn.infer.embed import embed_texts
 from aiayn.infer.sampling import generate_steps
 from aiayn.infer.translate import translate
+from aiayn.model.quantize import stored_weights
 from aiayn.modeldir import load_config, load_model_and_tokenizer
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where a served model lives and what it is called; ``languages`` overrides run.json."""
+    """Where a served model lives and what it is called; ``languages`` overrides run.json;
+    ``quantize`` ("int8") quantizes a float model's linear layers as it loads."""
 
     path: Path
     name: str
     languages: tuple[str, ...] | None = None
+    quantize: str | None = None
 
 
 def read_run(path: Path) -> dict:
@@ -70,7 +73,9 @@ class ServedModel:
     def __init__(self, spec: ModelSpec) -> None:
         check_spec(spec)
         self.name, self.path = spec.name, Path(spec.path)
-        self.model, self.tokenizer = load_model_and_tokenizer(self.path)  # checked together
+        self.model, self.tokenizer = load_model_and_tokenizer(  # checked together
+            self.path, quantize=spec.quantize
+        )
         self.config = self.model.config
         self.family = self.config.family
         run = read_run(self.path)
@@ -83,7 +88,7 @@ class ServedModel:
         if self.languages is None and self.family == "encoder-decoder":
             if data.get("task", "translation") == "translation" and "src_lang" in data:
                 self.languages = (data["src_lang"], data["tgt_lang"])
-        self.parameters = sum(p.numel() for p in self.model.parameters())
+        self.parameters = stored_weights(self.model)  # int8 weights are buffers
 
     @property
     def is_translator(self) -> bool:
@@ -112,6 +117,7 @@ class ServedModel:
             "max_len": self.config.max_len,
             "languages": list(self.languages) if self.languages else None,
             "labels": self.labels,
+            "quantization": (getattr(self.model, "quantization", None) or {}).get("method"),
             "path": str(self.path),
         }
 

@@ -26,9 +26,13 @@ def default_name(path: Path) -> str:
 
 
 def model_specs(
-    model_dirs: list[str], names: list[str] | None = None, languages: list[str] | None = None
+    model_dirs: list[str],
+    names: list[str] | None = None,
+    languages: list[str] | None = None,
+    quantize: str | None = None,
 ) -> list[ModelSpec]:
-    """``--name`` and ``--languages`` apply to the model directories in order."""
+    """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``
+    to all of them."""
     names, languages = names or [], languages or []
     for flag, values in (("--name", names), ("--languages", languages)):
         if len(values) > len(model_dirs):
@@ -37,7 +41,7 @@ def model_specs(
     for i, path in enumerate(model_dirs):
         name = names[i] if i < len(names) else default_name(Path(path))
         langs = tuple(languages[i].split("-")) if i < len(languages) else None
-        spec = ModelSpec(Path(path), name, langs)
+        spec = ModelSpec(Path(path), name, langs, quantize)
         check_spec(spec)
         specs.append(spec)
     return specs

@@ -1,0 +1,139 @@
+"""Dynamic int8 quantization of a model's linear layers for CPU inference.
+
+Each ``nn.Linear`` becomes an ``Int8Linear``: its weight W (N, K) is stored in int8 with one
+scale per output row (symmetric, s_n = max_k |W_nk| / 127), and at every call the input is
+quantized to 8 bits with a scale taken from its own range, multiplied in integers, and
+rescaled to float32 (fbgemm's dynamic int8 linear, PyTorch's supported int8 path on x86
+CPUs). Embeddings, layer norms and attention stay in float32.
+
+The projection to the vocabulary (``unembed``) is quantized too unless
+``include_output=False``; the classifier head of a text classifier is always kept in float32.
+A quantized model saves to and loads from a model directory like any other
+(``aiayn.modeldir``): its config.json records the quantization, its weights file the int8
+weights and their scales.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor, nn
+
+METHODS = ("int8",)
+# PyTorch 2.13 marks the creation of quantized tensors as deprecated; fbgemm's packed int8
+# linear still needs one to pack its weights.
+_DEPRECATION = r".*quantized tensor creation functions.*deprecated.*"
+
+
+def check_method(method: str | None, flag: str = "--quantize") -> str | None:
+    """``method`` if it is a known quantization (or None); a clear error otherwise."""
+    if method is not None and method not in METHODS:
+        raise ValueError(f"{flag} {method!r}: unknown quantization; allowed: {', '.join(METHODS)}")
+    return method
+
+
+def _pack(weight: Tensor, scale: Tensor, bias: Tensor | None):
+    """fbgemm's packed form of an int8 weight (N, K) with per-row scales (N,)."""
+    zero = torch.zeros(weight.size(0), dtype=torch.long)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_DEPRECATION)
+        q = torch._make_per_channel_quantized_tensor(weight, scale.double(), zero, 0)
+        return torch.ops.quantized.linear_prepack(q, bias)
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W in int8 (per-row scales) and x quantized per call (see module doc).
+
+    The state dict holds ``weight`` (int8, N x K), ``weight_scale`` (N,) and ``bias``; the
+    packed form fbgemm multiplies with is rebuilt whenever they are loaded.
+    """
+
+    def __init__(self, weight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = weight.size(1), weight.size(0)
+        self.register_buffer("weight", weight.to(torch.int8).contiguous())
+        self.register_buffer("weight_scale", scale.float().contiguous())
+        self.register_buffer("bias", None if bias is None else bias.float().contiguous())
+        self._packed = _pack(self.weight, self.weight_scale, self.bias)
+        self._rows: dict[tuple[int, int], Int8Linear] = {}
+
+    @classmethod
+    def from_float(cls, linear: nn.Linear) -> Int8Linear:
+        w = linear.weight.detach().float()  # (N, K)
+        scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0  # (N,)
+        q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+        bias = linear.bias.detach() if linear.bias is not None else None
+        return cls(q, scale, bias)
+
+    def dequantized(self) -> Tensor:
+        """The float32 weight (N, K) this layer multiplies with."""
+        return self.weight.float() * self.weight_scale[:, None]
+
+    def forward(self, x: Tensor) -> Tensor:
+        # reduce_range: 7-bit activations, so AVX2's 16-bit pair sums cannot saturate
+        return torch.ops.quantized.linear_dynamic(x.float(), self._packed, True)  # (..., N)
+
+    def rows(self, start: int, stop: int) -> Int8Linear:
+        """The layer of output features ``start:stop`` (exactly these rows, same scales)."""
+        key = (start, stop)
+        if key not in self._rows:
+            bias = self.bias[start:stop] if self.bias is not None else None
+            self._rows[key] = Int8Linear(
+                self.weight[start:stop], self.weight_scale[start:stop], bias
+            )
+        return self._rows[key]
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._packed = _pack(self.weight, self.weight_scale, self.bias)
+        self._rows = {}
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def _skipped(name: str, include_output: bool) -> bool:
+    head = name.split(".")[0]
+    return head == "classifier" or (head == "unembed" and not include_output)
+
+
+@torch.no_grad()
+def quantize_int8(model: nn.Module, include_output: bool = True) -> nn.Module:
+    """Replace the model's linear layers by ``Int8Linear`` in place; returns the model (eval).
+
+    ``include_output``: quantize the projection to the vocabulary too (on by default: it is
+    the largest matrix of a small translation model; see bench/decode_speed.py). The
+    quantization is recorded on the model (``model.quantization``) so that
+    ``aiayn.modeldir.save_model_dir`` writes it to the model directory.
+    """
+    if getattr(model, "quantization", None):
+        raise ValueError(f"the model is already quantized ({model.quantization['method']})")
+    targets = [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and not _skipped(name, include_output)
+    ]
+    for name, module in targets:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, Int8Linear.from_float(module))
+    model.quantization = {"method": "int8", "include_output": include_output}
+    return model.eval()
+
+
+def stored_weights(model: nn.Module) -> int:
+    """Numbers the model holds: its parameters plus its int8 layers' weights and biases (a
+    quantized copy of a tied output projection counts separately from the embedding)."""
+    total = sum(p.numel() for p in model.parameters())
+    for module in model.modules():
+        if isinstance(module, Int8Linear):
+            total += module.weight.numel() + (module.bias.numel() if module.bias is not None else 0)
+    return total
+
+
+def quantize(model: nn.Module, method: str | None, include_output: bool = True) -> nn.Module:
+    """``quantize_int8`` for method "int8"; the model as it is for None."""
+    if check_method(method) == "int8":
+        return quantize_int8(model, include_output=include_output)
+    return model

@@ -1,0 +1,23 @@
+"""Throughput mode: sentences sorted by length, batches filled by tokens."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiayn.infer.translate import length_batches
+
+
+def test_short_sentences_share_large_batches():
+    lengths = [30, 2, 2, 3, 2, 30, 3]
+    batches = length_batches(lengths, max_tokens=12)
+    assert batches == [[1, 2, 4, 3], [6], [0], [5]]  # 3 x 4 = 12 fits; 30 fits only alone
+
+
+@given(st.lists(st.integers(1, 40), max_size=60), st.integers(1, 200))
+def test_every_sentence_once_within_budget_unless_alone(lengths, max_tokens):
+    batches = length_batches(lengths, max_tokens)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        longest = max(lengths[i] for i in b)
+        assert longest * len(b) <= max_tokens or len(b) == 1
+    order = [i for b in batches for i in b]
+    assert [lengths[i] for i in order] == sorted(lengths)

@@ -1,0 +1,134 @@
+"""int8 quantization: layers close to float at the scale of their outputs, exact row blocks,
+quantized model directories that round-trip, and clear errors."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from aiayn import build_model
+from aiayn.infer.greedy import greedy_decode
+from aiayn.model.quantize import Int8Linear, quantize_int8
+from aiayn.modeldir import load_model_dir, save_model_dir
+from tests.tolerance import assert_close_to_scale, max_scaled_diff
+
+# int8 weights (per-row scale) and 7-bit activations (per-tensor scale) each round to within
+# half a step of 1/127 and 1/63 of their range: a product of many such terms stays within a
+# few percent of the output's scale, while a wrong scale or a dropped bias moves it by far more.
+INT8_REL = 0.05
+
+
+def test_int8_linear_is_close_to_float_and_really_quantized():
+    linear = nn.Linear(64, 48)
+    q = Int8Linear.from_float(linear)
+    x = torch.randn(3, 7, 64)
+    got, want = q(x), linear(x)
+    assert got.shape == want.shape == (3, 7, 48)
+    assert q.weight.dtype == torch.int8 and q.weight.abs().max() == 127
+    assert 0 < max_scaled_diff(got, want.detach()) < INT8_REL
+    torch.testing.assert_close(q.dequantized(), linear.weight.detach(), atol=0.01, rtol=0)
+
+
+def test_int8_rows_equal_the_rows_of_the_whole_layer():
+    q = Int8Linear.from_float(nn.Linear(32, 96))
+    x = torch.randn(5, 32)
+    assert_close_to_scale(q.rows(32, 96)(x), q(x)[:, 32:96])
+    assert q.rows(32, 96) is q.rows(32, 96)  # built once
+
+
+@pytest.mark.parametrize("include_output", [True, False])
+def test_quantized_encoder_decoder_logits_close_to_float(tiny, include_output):
+    model = build_model(tiny).eval()
+    src, tgt = torch.randint(5, 64, (2, 7)), torch.randint(5, 64, (2, 5))
+    want = model(src, tgt)
+    quantize_int8(model, include_output=include_output)
+    n_int8 = sum(isinstance(m, Int8Linear) for m in model.modules())
+    layers = tiny.n_encoder_layers * 4 + tiny.n_decoder_layers * 6
+    assert n_int8 == layers + include_output
+    assert isinstance(model.unembed, Int8Linear) == include_output
+    assert 0 < max_scaled_diff(model(src, tgt), want) < INT8_REL
+
+
+def test_quantized_classifier_keeps_its_head_in_float(tiny):
+    model = build_model(tiny.replace(family="encoder-only", n_classes=3)).eval()
+    tokens = torch.randint(5, 64, (2, 6))
+    want = model.classify(tokens)
+    quantize_int8(model)
+    assert isinstance(model.classifier[1], nn.Linear)
+    assert max_scaled_diff(model.classify(tokens), want) < INT8_REL
+
+
+def test_quantized_model_directory_round_trips(tmp_path, tiny):
+    model = build_model(tiny).eval()
+    save_model_dir(tmp_path / "float", model)
+    quantize_int8(model, include_output=False)
+    save_model_dir(tmp_path / "int8", model)
+    config = json.loads((tmp_path / "int8" / "config.json").read_text())
+    assert config["quantization"] == {"method": "int8", "include_output": False}
+    loaded = load_model_dir(tmp_path / "int8")
+    assert loaded.quantization == model.quantization
+    assert loaded.encoder.layers[0].ffn.linear1.weight.dtype == torch.int8
+    src = torch.randint(5, 64, (3, 6))
+    torch.testing.assert_close(greedy_decode(loaded, src), greedy_decode(model, src))
+    assert_close_to_scale(loaded(src, src[:, :4]), model(src, src[:, :4]))
+    # quantizing at load time gives the same model as loading the quantized directory
+    at_load = load_model_dir(tmp_path / "float", quantize="int8")
+    assert at_load.quantization == {"method": "int8", "include_output": True}
+    size = lambda d: (tmp_path / d / "model.safetensors").stat().st_size  # noqa: E731
+    assert size("int8") < size("float")
+
+
+def test_quantize_errors_are_clear(tmp_path, tiny):
+    model = build_model(tiny).eval()
+    save_model_dir(tmp_path, model)
+    with pytest.raises(ValueError, match="allowed: int8"):
+        load_model_dir(tmp_path, quantize="int4")
+    quantize_int8(model)
+    with pytest.raises(ValueError, match="already quantized"):
+        quantize_int8(model)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["quantization"] = {"method": "int3", "include_output": True}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"config.json: quantization.method 'int3'"):
+        load_model_dir(tmp_path)
+
+
+def test_export_refuses_an_int8_directory(tmp_path, tiny):
+    from aiayn.interop.hf import export_hf
+
+    model = quantize_int8(build_model(tiny).eval())
+    save_model_dir(tmp_path / "int8", model)
+    with pytest.raises(ValueError, match="holds int8 weights; export the float"):
+        export_hf(tmp_path / "int8", tmp_path / "hf")
+
+
+def test_a_quantized_directory_is_checked_like_any_other(tmp_path, tiny):
+    """The int8 weights carry the SHA-256 and the architecture record float weights do."""
+    model = quantize_int8(build_model(tiny).eval())
+    save_model_dir(tmp_path, model)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert set(config) == {"model", "sha256", "quantization"}
+    weights = tmp_path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01  # the last byte of the last tensor
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="damaged or were replaced"):
+        load_model_dir(tmp_path)
+    save_model_dir(tmp_path, model)  # whole again
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["model"]["d_ff"] = 32  # another architecture with the same keys
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="does not describe these weights: d_ff"):
+        load_model_dir(tmp_path)
+    config["model"]["d_ff"] = tiny.d_ff
+    config["quantization"] = {"method": "int8", "include_output": "yes"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="include_output"):
+        load_model_dir(tmp_path)
+
+
+def test_int8_runs_on_the_cpu_only(tmp_path, tiny):
+    save_model_dir(tmp_path, build_model(tiny).eval())
+    with pytest.raises(ValueError, match="CPU only, not on meta"):
+        load_model_dir(tmp_path, device="meta", quantize="int8")
