@@ -181,6 +181,16 @@ def test_quantize_writes_an_int8_model_that_translates(trained, monkeypatch, cap
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert main(["quantize", str(out), "--out", str(tmp_path / "again")]) == 2
     assert "already quantized" in capsys.readouterr().err
+    before = (out / "model.safetensors").read_bytes()
+    assert main(["quantize", str(run / "model"), "--out", str(out), "--keep-output-float"]) == 2
+    assert "exists and is not empty; choose another or add --force" in capsys.readouterr().err
+    assert (out / "model.safetensors").read_bytes() == before
+    assert (
+        main(["quantize", str(run / "model"), "--out", str(out), "--keep-output-float", "--force"])
+        == 0
+    )
+    assert json.loads((out / "config.json").read_text())["quantization"]["include_output"] is False
+    capsys.readouterr()
     monkeypatch.setattr("sys.stdin", io.StringIO("Das ist gut.\n"))
     assert main(["translate", str(run / "model"), "--quantize", "int8"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1

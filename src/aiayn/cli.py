@@ -427,6 +427,7 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     src, out = Path(args.model_dir), Path(args.out)
     if out.resolve() == src.resolve():
         raise UserError(f"--out {out}: write the quantized model to another directory")
+    _fresh_output(out, args.force)
     model = load_model_dir(src)
     if getattr(model, "quantization", None):
         raise UserError(f"{src} is already quantized ({model.quantization['method']})")
@@ -737,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the projection to the vocabulary in float32",
     )
+    p.add_argument("--force", action="store_true", help="replace the model in a non-empty --out")
     p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
