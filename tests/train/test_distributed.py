@@ -34,6 +34,7 @@ def torchrun(overrides, out, nproc=2):
     return done
 
 
+@pytest.mark.slow  # torchrun starts two processes (~25 s)
 def test_two_processes_equal_one_process_with_the_same_global_batch(sample_corpus, tmp_path):
     common = tiny_run_overrides(sample_corpus) + NO_DROPOUT + ["train.valid_every=3"]
     # one process: 2 batches accumulated per step; two processes: 1 batch each per step
@@ -97,6 +98,7 @@ def test_device_and_precision_choices():
         load_run_config(None, ['train.device="tpu"'])
 
 
+@pytest.mark.slow  # torch.compile of a training step (~30 s)
 def test_compiled_training_step_equals_eager(sample_corpus, tmp_path):
     overrides = tiny_run_overrides(sample_corpus, max_steps=1, compile="true") + NO_DROPOUT
     trainer = Trainer(load_run_config(None, overrides), tmp_path, progress=False)
