@@ -1,0 +1,136 @@
+"""The cost of one decoding step against the number of sentences decoded together, for aiayn
+and CTranslate2 on the same weights: where a fixed batch's time goes once most of its
+sentences have finished.
+
+    python bench/step_cost.py [MODEL_DIR] [--rows 1,4,20,50] [--repeats 5]
+
+Each decoder runs greedy search on ROWS copies of one test sentence for 10 and for 50
+steps (CTranslate2 with min and max decoding length both set, aiayn through its KV-cached
+``decode``); the difference divided by 40 is the CPU time of one step, free of the
+encoder's. A third aiayn row runs the same architecture with d_model 16 and a 100-token
+vocabulary: its step is almost all framework overhead (issuing the operators), the floor
+that PyTorch eager mode puts under every step whatever the model's size. One thread.
+Appends a record to bench/results/step_cost.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from aiayn.data.tokenizer import BOS, Tokenizer  # noqa: E402
+from aiayn.model import build_model  # noqa: E402
+from aiayn.modeldir import load_model_dir  # noqa: E402
+from common import write_result  # noqa: E402
+
+SENTENCE = "Ich habe heute leider keine Zeit, aber morgen komme ich gerne."
+SHORT, LONG = 10, 50
+
+
+def cpu_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+@torch.no_grad()
+def aiayn_steps(model, src, steps: int) -> None:
+    memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
+    state = model.new_state(src_mask)
+    token = torch.full((src.size(0), 1), BOS, dtype=torch.long)
+    for _ in range(steps):
+        token = model.decode(token, memory, state=state)[:, -1:].argmax(-1)  # (B, 1)
+
+
+def per_step(run, repeats: int) -> float:
+    """CPU milliseconds of one step: (time of 50 steps - time of 10) / 40."""
+    short, long = cpu_seconds(lambda: run(SHORT), repeats), cpu_seconds(lambda: run(LONG), repeats)
+    return (long - short) / (LONG - SHORT) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
+    parser.add_argument("--rows", default="1,4,20,50", help="comma-separated batch sizes")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--ct2-dir", default="bench/.ct2", help="where converted models go")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = [int(r) for r in args.rows.split(",")]
+    tokenizer = Tokenizer.load(Path(args.model_dir))
+    ids = tokenizer.encode([SENTENCE])[0] + [tokenizer.eos_id]
+    pieces = [tokenizer.sp.id_to_piece(t) for t in ids[:-1]]
+    model = load_model_dir(args.model_dir)
+    c = model.config
+    decoders = {
+        "aiayn float32": model,
+        "aiayn int8": load_model_dir(args.model_dir, quantize="int8"),
+        "aiayn, d_model 16 (framework overhead)": build_model(
+            c.replace(d_model=16, d_ff=16, vocab_size=100)
+        ).eval(),
+    }
+    import ctranslate2
+
+    import ct2_peer
+
+    translators = {
+        f"CTranslate2 {kind}": ctranslate2.Translator(
+            str(path), device="cpu", compute_type=kind, intra_threads=1
+        )
+        for kind, path in ct2_peer.build(Path(args.model_dir), Path(args.ct2_dir)).items()
+    }
+    table: dict[str, dict[int, float]] = {}
+    for n in rows:
+        for name, m in decoders.items():
+            vocab = m.config.source_vocab
+            fit = ids if max(ids) < vocab else [4 + t % (vocab - 4) for t in ids]  # no pad
+            src = torch.tensor([fit] * n)  # (n, S)
+            table.setdefault(name, {})[n] = per_step(
+                lambda k, m=m, s=src: aiayn_steps(m, s, k), args.repeats
+            )
+        for name, translator in translators.items():
+            batch = [pieces] * n
+
+            def run(k, t=translator, b=batch):
+                t.translate_batch(b, beam_size=1, min_decoding_length=k, max_decoding_length=k)
+
+            table.setdefault(name, {})[n] = per_step(run, args.repeats)
+    print(f"{'CPU ms per step, rows:':<42}" + "".join(f"{n:>9}" for n in rows))
+    for name, by_rows in table.items():
+        print(f"{name:<42}" + "".join(f"{by_rows[n]:>9.2f}" for n in rows))
+    ratios = {
+        kind: {n: table[f"aiayn {a}"][n] / table[f"CTranslate2 {kind}"][n] for n in rows}
+        for a, kind in (("float32", "float32"), ("int8", "int8"))
+    }
+    for kind, by_rows in ratios.items():
+        print(
+            f"aiayn / CTranslate2 step time, {kind}: "
+            + ", ".join(f"{n} rows {r:.1f}x" for n, r in by_rows.items())
+        )
+    path = write_result(
+        "step_cost",
+        {
+            "model_dir": args.model_dir,
+            "repeats": args.repeats,
+            "cpu_ms_per_step": {
+                name: {str(n): v for n, v in t.items()} for name, t in table.items()
+            },
+            "aiayn_over_ct2": {k: {str(n): v for n, v in t.items()} for k, t in ratios.items()},
+            "versions": {"ctranslate2": ctranslate2.__version__},
+        },
+    )
+    print(f"appended to {path}")
+
+
+if __name__ == "__main__":
+    main()
