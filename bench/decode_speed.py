@@ -185,10 +185,13 @@ def throughput_greedy(model, batches, max_tokens: int):
 THROUGHPUT = "all at once, by tokens"  # rows whose decoder takes every sentence in one call
 
 
-def timed_rows(model, model_int8, peer, ct2, include_no_cache: bool, max_tokens: int) -> dict:
+def timed_rows(
+    model, model_int8, int8_float_output, peer, ct2, include_no_cache: bool, max_tokens: int
+) -> dict:
     rows = {
         "greedy, KV cache": lambda s: greedy_decode(model, s),
         "greedy, int8": lambda s: greedy_decode(model_int8, s),
+        "greedy, int8, output projection float32": lambda s: greedy_decode(int8_float_output, s),
         "sampling T=1, KV cache": lambda s: sample_decode(
             model, s, 1.0, generators=row_generators(0, range(len(s)))
         ),
@@ -309,6 +312,7 @@ def main() -> None:
     from aiayn.model.quantize import quantize_int8
 
     model_int8 = quantize_int8(load_model_dir(args.model_dir))
+    int8_float_output = quantize_int8(load_model_dir(args.model_dir), include_output=False)
     peer = None if args.no_marian else marian_from(model)
     ct2_dirs = {}
     if not args.no_ct2:
@@ -319,7 +323,9 @@ def main() -> None:
     for n in threads:
         torch.set_num_threads(n)
         ct2 = {kind: CT2(path, kind, n, tokenizer) for kind, path in ct2_dirs.items()}
-        rows = timed_rows(model, model_int8, peer, ct2, args.no_cache_rows, args.max_tokens)
+        rows = timed_rows(
+            model, model_int8, int8_float_output, peer, ct2, args.no_cache_rows, args.max_tokens
+        )
         results = measure(rows, batches, args.repeats, tokenizer, references)
         ratios = {
             name: results[a]["tokens_per_s"] / results[b]["tokens_per_s"]
