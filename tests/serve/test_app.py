@@ -384,3 +384,15 @@ def test_a_stopped_completion_ends_after_the_current_token(model_dirs):
 
     text, n, reason = served.complete(served.prompt_ids("the"), 50, 0.0, 0, 1.0, None, emit, stop)
     assert (n, reason) == (1, "cancelled") and "".join(seen) == text
+
+
+def test_serve_command_passes_quantize_to_every_model(model_dirs):
+    from aiayn.cli import build_parser
+    from aiayn.serve.server import model_specs
+
+    dirs = [str(model_dirs["translator"]), str(model_dirs["lm"])]
+    args = build_parser().parse_args(["serve", *dirs, "--quantize", "int8"])
+    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize)
+    assert [s.quantize for s in specs] == ["int8", "int8"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", *dirs, "--quantize", "int4"])
