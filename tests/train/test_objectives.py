@@ -30,6 +30,24 @@ def test_label_smoothing_matches_explicit_distribution(eps):
     assert n == 9
 
 
+def test_smoothed_loss_gradient_matches_explicit_distribution():
+    """Finite logits (the row-sum path) and a row with an impossible id (the masked path)
+    both give the gradient of the explicit target distribution."""
+    logits = torch.randn(6, 9, dtype=torch.float64)
+    target = torch.tensor([3, 1, PAD, 5, 8, 2])
+    for blocked in (None, 4):
+        ours = logits.clone().requires_grad_(True)
+        ref = logits.clone().requires_grad_(True)
+        x, r = ours, ref
+        if blocked is not None:  # class 4 impossible: it leaves the reference's support too
+            keep = [c for c in range(9) if c != blocked]
+            x = ours.index_fill(1, torch.tensor([blocked]), float("-inf"))
+            r, tgt = ref[:, keep], torch.tensor([keep.index(int(t)) for t in target])
+        label_smoothed_nll(x, target, 0.1, PAD)[0].backward()
+        reference_smoothed_loss(r, target if blocked is None else tgt, 0.1, PAD).backward()
+        torch.testing.assert_close(ours.grad, ref.grad)
+
+
 def test_padding_and_the_pad_class_get_no_mass():
     logits = torch.randn(4, 6, requires_grad=True)
     target = torch.tensor([2, PAD, 3, PAD])
