@@ -123,7 +123,11 @@ class Tokenizer:
         return self.sp.get_piece_size()
 
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
-        """Token ids of each text, optionally framed by bos / eos."""
+        """Token ids of each text, optionally framed by bos / eos.
+
+        Any text decodes back to itself (unseen characters through byte fallback), except
+        that U+2581, SentencePiece's mark for a space inside its pieces, reads as a space.
+        """
         texts = list(texts)
         try:
             ids = self.sp.encode(texts)
