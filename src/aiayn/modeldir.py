@@ -10,7 +10,9 @@ the directory, and trusts nothing in it:
   naming the file); a directory written before the hash existed loads unchecked;
 * the weights file carries the architecture it was saved with, so a ``config.json`` edited or
   swapped for another model's is caught even when the shapes agree;
-* the tokenizer must have as many tokens as the model's embedding has rows.
+* the tokenizer must have as many tokens as the model's embedding has rows;
+* an int8 model's ``config.json`` records its ``quantization`` (method, include_output), and
+  loading rebuilds the same int8 layers (``aiayn.model.quantize``) before filling them.
 
 Equal weights give equal bytes: the safetensors header's metadata is written in sorted order.
 """
