@@ -16,7 +16,6 @@ Appends a record to bench/results/step_cost.jsonl.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,20 +26,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from aiayn.data.tokenizer import BOS, Tokenizer  # noqa: E402
 from aiayn.model import build_model  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
-from common import write_result  # noqa: E402
+from common import median_time, write_result  # noqa: E402
 
 SENTENCE = "Ich habe heute leider keine Zeit, aber morgen komme ich gerne."
 SHORT, LONG = 10, 50
-
-
-def cpu_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
 
 
 @torch.no_grad()
@@ -54,7 +43,9 @@ def aiayn_steps(model, src, steps: int) -> None:
 
 def per_step(run, repeats: int) -> float:
     """CPU milliseconds of one step: (time of 50 steps - time of 10) / 40."""
-    short, long = cpu_seconds(lambda: run(SHORT), repeats), cpu_seconds(lambda: run(LONG), repeats)
+    short, long = (
+        median_time(lambda k=k: run(k), repeats, clock=time.process_time) for k in (SHORT, LONG)
+    )
     return (long - short) / (LONG - SHORT) * 1e3
 
 

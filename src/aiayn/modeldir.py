@@ -138,8 +138,12 @@ def _config_file(directory: Path) -> dict:
 
 def load_config(directory: Path) -> ModelConfig:
     """The ``ModelConfig`` in ``directory/config.json``; every architecture key must be there."""
-    path = Path(directory) / CONFIG_FILE
-    fields = _config_file(directory)["model"]
+    return _model_config(_config_file(directory), Path(directory) / CONFIG_FILE)
+
+
+def _model_config(data: dict, path: Path) -> ModelConfig:
+    """The ``ModelConfig`` of a parsed config.json ``data`` read from ``path``."""
+    fields = data["model"]
     missing = [k for k in ARCHITECTURE_KEYS if k not in fields]
     if missing:
         raise UserError(
@@ -152,8 +156,9 @@ def load_config(directory: Path) -> ModelConfig:
         raise UserError(f"{path}: {e}") from None
 
 
-def _verify_hash(directory: Path, path: Path) -> None:
-    recorded = _config_file(directory).get(HASH_KEY, {})
+def _verify_hash(data: dict, directory: Path, path: Path) -> None:
+    """The weights file ``path`` must have the SHA-256 that config.json ``data`` records."""
+    recorded = data.get(HASH_KEY, {})
     want = recorded.get(WEIGHTS_FILE) if isinstance(recorded, dict) else None
     if want is None:
         return  # written before the hash was recorded
@@ -185,10 +190,9 @@ def _check_saved_architecture(config: ModelConfig, metadata: dict, path: Path) -
         )
 
 
-def _saved_quantization(directory: Path) -> dict | None:
-    """The quantization a model directory was saved with (None: float weights)."""
-    path = Path(directory) / CONFIG_FILE
-    saved = _config_file(directory).get("quantization")
+def _saved_quantization(data: dict, path: Path) -> dict | None:
+    """The quantization config.json ``data`` (read from ``path``) records; None: float."""
+    saved = data.get("quantization")
     if saved is None:
         return None
     if not isinstance(saved, dict) or not isinstance(saved.get("include_output", True), bool):
@@ -215,14 +219,15 @@ def load_model_dir(
         check_method(quantize)
     except ValueError as e:
         raise UserError(str(e)) from None
-    config = load_config(directory)
-    saved_quantization = _saved_quantization(directory)
+    data = _config_file(directory)  # config.json, parsed once
+    config = _model_config(data, directory / CONFIG_FILE)
+    saved_quantization = _saved_quantization(data, directory / CONFIG_FILE)
     if (quantize or saved_quantization) and torch.device(device).type != "cpu":
         raise UserError(f"{directory}: int8 layers run on the CPU only, not on {device}")
     path = directory / WEIGHTS_FILE
     if not path.is_file():
         raise UserError(f"{path}: no weights file in the model directory")
-    _verify_hash(directory, path)
+    _verify_hash(data, directory, path)
     try:
         tensors = load_file(str(path))
         with open(path, "rb") as f:  # the header holds the tied-names map

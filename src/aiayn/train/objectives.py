@@ -27,24 +27,23 @@ def label_smoothed_nll(
         keep = tgt != pad_id  # (N,)
         logits, tgt = logits[keep], tgt[keep]  # (n, V), (n,)
     logp = F.log_softmax(logits.float(), dim=-1)  # (n, V)
-    if smoothing > 0.0 and logp.device.type == "cpu":
-        # every log-probability finite (the common case): the smoothing sum is the row sum
-        # less the pad class, with no (n, V) mask; a host check costs nothing on the CPU
-        total = logp.sum(-1)  # (n,)
-        if bool(torch.isfinite(total).all()):
-            picked = logp.gather(1, torch.stack([tgt, torch.full_like(tgt, pad_id)], 1))  # (n, 2)
-            nll, others = -picked[:, 0], picked.sum(-1) - total  # (n,): -(sum - pad) - nll
-            loss = (1.0 - smoothing) * nll + smoothing * others / (logp.size(-1) - 2)
-            return loss.sum(), nll.sum().detach(), tgt.numel()
     nll = -logp.gather(1, tgt[:, None]).squeeze(1)  # (n,)
-    if smoothing > 0.0:
+    if smoothing <= 0.0:
+        return nll.sum(), nll.sum().detach(), tgt.numel()
+    total = logp.sum(-1) if logp.device.type == "cpu" else None  # (n,)
+    if total is not None and bool(torch.isfinite(total).all()):
+        # every class possible (the common case): the sum over the classes other than pad
+        # and the target is the row sum less those two, with no (n, V) mask; the host check
+        # costs nothing on the CPU (elsewhere it would be a sync per step)
+        others = -(total - logp[:, pad_id]) - nll  # (n,)
+        n_others = logp.size(-1) - 2
+    else:
         possible = torch.isfinite(logp)  # (n, V)
         possible[:, pad_id] = False
         # -sum log p over the possible classes other than pad and the target
         others = -torch.where(possible, logp, 0.0).sum(-1) - nll  # (n,)
-        loss = (1.0 - smoothing) * nll + smoothing * others / (possible.sum(-1) - 1)
-    else:
-        loss = nll
+        n_others = possible.sum(-1) - 1  # (n,)
+    loss = (1.0 - smoothing) * nll + smoothing * others / n_others
     return loss.sum(), nll.sum().detach(), tgt.numel()
 
 
