@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aiayn.config import ModelConfig
 from aiayn.data.corpora.registry import CORPORA as BUNDLED_CORPORA
-from aiayn.errors import TrainingInterrupted, UserError, describe_os_error
+from aiayn.errors import OptionError, TrainingInterrupted, UserError, describe_os_error
 
 CORPORA = (*BUNDLED_CORPORA, "files")
 
@@ -147,43 +147,6 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(json.dumps(summary, indent=2))
 
 
-# which commands fit a model directory's family (and, for encoder-only, its head)
-FAMILY_COMMANDS = {
-    "encoder-decoder": "translate, evaluate or attention",
-    "decoder-only": "generate",
-    "encoder-only classifier": "classify or embed",
-    "encoder-only": "embed, or train with train.init_from = it (a pretrained encoder)",
-}
-COMMAND_FAMILIES = {
-    "translate": "encoder-decoder",
-    "evaluate": "encoder-decoder",
-    "attention": "encoder-decoder",
-    "generate": "decoder-only",
-    "embed": "encoder-only",
-}
-
-
-def _kind(config: ModelConfig) -> str:
-    if config.family == "encoder-only" and config.n_classes:
-        return "encoder-only classifier"
-    return config.family
-
-
-def _load(model_dir: str, command: str, quantize: str | None = None):
-    """The model and tokenizer of ``model_dir``, if its family fits ``command``."""
-    from aiayn.modeldir import load_config, load_model_and_tokenizer
-
-    want = COMMAND_FAMILIES[command]
-    have = load_config(model_dir)
-    if have.family != want:
-        article = "an" if want[0] in "aeiou" else "a"
-        raise UserError(
-            f"{model_dir} holds a model of the {_kind(have)} family; {command} needs {article} "
-            f"{want} model (this directory fits: aiayn {FAMILY_COMMANDS[_kind(have)]})"
-        )
-    return load_model_and_tokenizer(model_dir, quantize=quantize)
-
-
 def _stdin_lines(errors: str) -> Iterator[str]:
     """Lines of stdin without their line ending; bytes that are not UTF-8 are an error naming
     the line, unless ``errors`` is "replace" (U+FFFD) or "ignore"."""
@@ -234,9 +197,8 @@ def _search_options(args: argparse.Namespace) -> dict:
 
 
 def _sampling_option(args: argparse.Namespace):
-    """The validated ``Sampling`` of ``translate --sample``; None without --sample."""
-    import math
-
+    """The ``Sampling`` of ``translate --sample`` (validated by the API); None without
+    --sample."""
     from aiayn.infer.sampling import Sampling
 
     given = [f for f in ("temperature", "top_k", "top_p", "seed") if getattr(args, f) is not None]
@@ -244,58 +206,43 @@ def _sampling_option(args: argparse.Namespace):
         if given:
             raise ValueError(f"--{given[0].replace('_', '-')} needs --sample")
         return None
-    if args.beam != 1:
-        raise ValueError(f"--sample draws one token at a time: use it without --beam ({args.beam})")
-    if args.early_stop:
-        raise ValueError("--early-stop is for beam search: use it without --sample")
     temperature = 1.0 if args.temperature is None else args.temperature
-    if not (temperature >= 0 and math.isfinite(temperature)):
-        raise ValueError(
-            f"--temperature must be a finite number >= 0 (0 = greedy), got {temperature}"
-        )
-    if args.top_k is not None and args.top_k < 1:
-        raise ValueError(
-            f"--top-k must be >= 1 (leave it out for no top-k filter), got {args.top_k}"
-        )
     top_p = 1.0 if args.top_p is None else args.top_p
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"--top-p must be in (0, 1] (1 = no nucleus filter), got {top_p}")
-    seed = 0 if args.seed is None else args.seed
-    if seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {seed}")
-    return Sampling(temperature, args.top_k, top_p, seed)
+    return Sampling(temperature, args.top_k, top_p, 0 if args.seed is None else args.seed)
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    from aiayn.infer.translate import translate
+    import time
+
+    from aiayn.api import load_for
+    from aiayn.api.options import check_translate
+    from aiayn.infer.translate import produced_tokens
 
     options = {**_search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
-    if options["sampling"] is None and args.nbest > args.beam:
-        raise UserError(
-            f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam}); with --sample, "
-            "--nbest N draws N samples"
-        )
-    model, tokenizer = _load(args.model_dir, "translate", args.quantize)
-    total, seconds, produced = 0, 0.0, 0.0
+    check_translate(**options)
+    translator = load_for("translate", args.model_dir, quantize=args.quantize)
+    total, seconds, produced = 0, 0.0, 0
     lines_in = _stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
         lines = list(itertools.islice(lines_in, args.chunk))
         if not lines:
             break
-        _warn_unknown_characters(tokenizer, lines, f"stdin lines {total + 1}-{total + len(lines)}")
-        stats: dict = {}
-        results = translate(model, tokenizer, lines, stats=stats, first_index=total, **options)
-        _warn_truncated(stats.get("truncated", []), total, model.config.max_len)
-        for i, n_best in enumerate(results):
+        where = f"stdin lines {total + 1}-{total + len(lines)}"
+        _warn_unknown_characters(translator.tokenizer, lines, where)
+        start = time.perf_counter()
+        results = translator.translate(lines, first_index=total, **options)
+        seconds += time.perf_counter() - start
+        truncated = [i for i, t in enumerate(results) if t.truncated]
+        _warn_truncated(truncated, total, translator.config.max_len)
+        for i, result in enumerate(results):
+            produced += produced_tokens(result.hypotheses, options["sampling"])
             if args.nbest == 1:
-                print(n_best[0][0])
+                print(result.text)
             else:
-                for text, score in n_best:
-                    print(f"{total + i}\t{score:.4f}\t{text}")
+                for h in result.hypotheses:
+                    print(f"{total + i}\t{h.score:.4f}\t{h.text}")
         sys.stdout.flush()
         total += len(lines)
-        seconds += len(lines) / stats["sentences_per_s"]
-        produced += stats["tokens_per_s"] * len(lines) / stats["sentences_per_s"]
     print(
         f"translated {total} sentences in {seconds:.1f}s: {total / max(seconds, 1e-9):.1f} "
         f"sentences/s, {produced / max(seconds, 1e-9):.0f} tokens/s",
@@ -348,39 +295,24 @@ def cmd_average(args: argparse.Namespace) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    import torch
+    from aiayn.api import Sampling, load_for
 
-    from aiayn.infer.sampling import generate
-    from aiayn.modeldir import read_run_json
-
-    model, tokenizer = _load(args.model_dir, "generate", args.quantize)
+    sampling = Sampling(args.temperature, args.top_k or None, args.top_p, args.seed)
+    generator = load_for("generate", args.model_dir, quantize=args.quantize)
     text = _text_argument(args.prompt, "--prompt")
-    _warn_unknown_characters(tokenizer, [text], "--prompt")
-    prompt = tokenizer.encode([text])[0] or [tokenizer.bos_id]
-    data = read_run_json(args.model_dir).get("data", {})
-    context = data.get("block_size") or model.config.max_len  # what the model was trained on
-    if len(prompt) > context:
-        print(f"warning: only the last {context} tokens of the prompt are used", file=sys.stderr)
-    out = generate(
-        model,
-        torch.tensor([prompt]),
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        context=context,
+    _warn_unknown_characters(generator.tokenizer, [text], "--prompt")
+    (out,) = generator.generate(
+        [text], max_new_tokens=args.max_new_tokens, sampling=sampling, stop_at_eos=False
     )
-    print(tokenizer.decode([out[0].tolist()])[0])
+    print(out.full_text)
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    from aiayn.infer.classify import class_probabilities
+    from aiayn.api import ensemble_probabilities, load_for
 
     texts = list(_stdin_lines(args.errors))
-    labels, probs = class_probabilities(
-        [Path(d) for d in args.model_dir], texts, quantize=args.quantize
-    )
+    classifiers = [load_for("classify", d, quantize=args.quantize) for d in args.model_dir]
+    labels, probs = ensemble_probabilities(classifiers, texts)
     for row in probs:  # (C,)
         best = int(row.argmax())
         print(f"{labels[best]}\t{row[best]:.4f}")
@@ -390,18 +322,18 @@ def cmd_embed(args: argparse.Namespace) -> None:
     """One JSON list of floats (the pooled encoder states) per line of stdin, in order."""
     import warnings
 
-    from aiayn.infer.embed import embed_texts
+    from aiayn.api import load_for
 
     if args.chunk < 1:
         raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
-    model, tokenizer = _load(args.model_dir, "embed", args.quantize)
+    encoder = load_for("embed", args.model_dir, quantize=args.quantize)
     while True:  # stream: read a chunk, embed it (length-sorted inside), print in order
         lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
         if not lines:
             break
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            vectors = embed_texts(model, tokenizer, lines, normalize=args.normalize)  # (N, D)
+            vectors = encoder.embed(lines, normalize=args.normalize)  # (N, D)
         for warning in caught:
             print(f"warning: {warning.message}", file=sys.stderr)
         for row in vectors.numpy():  # float32's shortest exact decimal form
@@ -442,22 +374,27 @@ def cmd_quantize(args: argparse.Namespace) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
+    from aiayn.api import load_for
     from aiayn.viz import plot_attention
 
-    model, tokenizer = _load(args.model_dir, "attention")
+    translator = load_for("attention", args.model_dir)
     sentence = _text_argument(args.sentence, "the sentence")
-    _warn_unknown_characters(tokenizer, [sentence], "the sentence")
-    out = plot_attention(model, tokenizer, sentence, Path(args.out), self_attention=args.self)
+    _warn_unknown_characters(translator.tokenizer, [sentence], "the sentence")
+    out = plot_attention(
+        translator.model, translator.tokenizer, sentence, Path(args.out), self_attention=args.self
+    )
     print(f"wrote {out}")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from aiayn.api import load_for
     from aiayn.config import DataConfig
     from aiayn.evaluate import evaluate_translation
-    from aiayn.modeldir import read_run_json, write_text
+    from aiayn.modeldir import write_text
 
-    model, tokenizer = _load(args.model_dir, "evaluate", args.quantize)
-    data = read_run_json(args.model_dir).get("data", {})
+    translator = load_for("evaluate", args.model_dir, quantize=args.quantize)
+    model, tokenizer = translator.model, translator.tokenizer
+    data = translator.run.get("data", {})
     config = DataConfig(
         corpus=args.corpus or data.get("corpus", "data/ding-de-en"),
         src_lang=data.get("src_lang", "de"),
@@ -815,6 +752,8 @@ def _report(error: BaseException, command: str) -> int:
         return 130
     if isinstance(error, UnicodeError):  # a decode the code did not attribute to a file
         message = f"text that is not UTF-8 ({_first_line(str(error))}); rerun with --debug"
+    elif isinstance(error, OptionError):  # named by its flag
+        message = error.renamed({"sampling": "--sample"})
     elif isinstance(error, (UserError, ValueError, ArithmeticError)):
         message = str(error).strip()
     elif isinstance(error, OSError):

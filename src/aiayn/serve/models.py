@@ -9,7 +9,6 @@ same library functions as the command line: ``translate`` (greedy / beam search)
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,7 +124,8 @@ class ServedModel:
 
     def translate(self, texts: list[str], **options) -> list[list[tuple[str, float | None]]]:
         n_best = translate(self.model, self.tokenizer, texts, **options)
-        return [[(t, None if math.isnan(s) else s) for t, s in hyps] for hyps in n_best]
+        greedy = options.get("beam", 1) == 1 and options.get("nbest", 1) == 1
+        return [[(t, None if greedy else s) for t, s in hyps] for hyps in n_best]
 
     def classify(self, texts: list[str]) -> list[list[float]]:
         return classify_texts(self.model, self.tokenizer, texts, where=self.name).tolist()
