@@ -30,7 +30,9 @@ def docs_corpus_table() -> list[list[str]]:
 def test_docs_table_lists_exactly_the_registry():
     rows = docs_corpus_table()
     names = [row[0].strip("`") for row in rows]
-    assert sorted(names) == sorted(CORPORA), "docs/corpora.md's corpus table and the registry differ"
+    assert sorted(names) == sorted(CORPORA), (
+        "docs/corpora.md's corpus table and the registry differ"
+    )
     assert len(names) == len(set(names))
     for name, family, task, source, license_ in rows:
         corpus = CORPORA[name.strip("`")]
