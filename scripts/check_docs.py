@@ -181,8 +181,10 @@ def link_errors(page: Path) -> list[str]:
 def scratch_directory(directory: Path) -> Path:
     """configs/, models/ding-de-en and the first lines of each bundled corpus."""
     shutil.copytree(ROOT / "configs", directory / "configs")
-    (directory / "models").mkdir()
-    (directory / "models" / "ding-de-en").symlink_to(ROOT / "models" / "ding-de-en")
+    shipped = directory / "models" / "ding-de-en"  # links to its files: what commands write
+    shipped.mkdir(parents=True)  # there (hypotheses) stays in the scratch directory
+    for file in (ROOT / "models" / "ding-de-en").iterdir():
+        (shipped / file.name).symlink_to(file)
     for name in ("bench", "scripts"):
         (directory / name).symlink_to(ROOT / name)
     for corpus in sorted(p for p in (ROOT / "data").iterdir() if p.is_dir()):
