@@ -368,11 +368,6 @@ class Page:
         missing = [m for m in block.needs() if importlib.util.find_spec(m) is None]
         if missing:
             return f"needs {', '.join(missing)}, not installed"
-        if block.language == "python" and "aiayn.load" in block.code:
-            import aiayn
-
-            if not hasattr(aiayn, "load"):
-                return "aiayn.load is not in this checkout"
         return None
 
     def start_server(self, block: Block) -> tuple[int, str]:
