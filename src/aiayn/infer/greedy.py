@@ -12,8 +12,8 @@ def greedy_decode(
     model, src: Tensor, max_len_offset: int = 50, max_len: int | None = None
 ) -> Tensor:
     """Most likely next token at each step until eos; (B, S) sources to (B, L) token ids
-    (Phuong & Hutter 2022, Algorithm 15 at temperature -> 0: ``greedy_search`` without the
-    log-probabilities)."""
+    (``greedy_search`` without the log-probabilities): Phuong & Hutter 2022, Algorithm 15 in
+    the limit temperature -> 0."""
     return greedy_search(model, src, max_len_offset, max_len)[0]
 
 
