@@ -170,6 +170,7 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
     vmap = vocab_map(text, directory, int(hf["vocab_size"]))
     labels = _labels(hf) if architecture == "BertForSequenceClassification" else []
     has_mlm = architecture in ("BertForMaskedLM", "BertForPreTraining")
+    activation = activation_in(hf.get("hidden_act", "gelu"), "config.json: hidden_act")
     try:
         config = ModelConfig(
             family="encoder-only",
@@ -186,7 +187,8 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
             norm_first=False,
             pos_encoding="learned",
             tie_embeddings="all" if hf.get("tie_word_embeddings", True) else "none",
-            activation=activation_in(hf.get("hidden_act", "gelu"), "config.json: hidden_act"),
+            activation=activation,
+            mlm_activation=activation,  # BertPredictionHeadTransform applies hidden_act too
             layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
             n_classes=len(labels),
             pooling=_pooling(directory),
@@ -234,6 +236,12 @@ def export_parts(model, tokenizer, run: dict) -> Exported:
         no_counterpart(config, architecture, pooling="first", pooler="tanh")
     else:
         architecture = "BertModel" if config.pooler == "tanh" else "BertForMaskedLM"
+    if architecture == "BertForMaskedLM" and config.mlm_activation != config.activation:
+        raise ValueError(
+            f"mlm_activation={config.mlm_activation!r} differs from activation="
+            f"{config.activation!r}: BertForMaskedLM has one hidden_act for its layers and its "
+            "masked-LM head"
+        )
     vmap = tokenizer.vocab_map
     prefix = "" if architecture == "BertModel" else "bert."
     state = dict(model.state_dict())
