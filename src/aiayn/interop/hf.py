@@ -27,6 +27,7 @@ from torch import Tensor
 
 from aiayn.config import ModelConfig
 from aiayn.data.vocab_map import VocabMap
+from aiayn.errors import read_json_object
 from aiayn.modeldir import write_json
 
 HF_CONFIG = "config.json"
@@ -49,6 +50,17 @@ def activation_in(name: Any, field_name: str) -> str:
             f"{field_name}={name!r} is not supported; allowed: {', '.join(ACTIVATIONS_IN)}"
         )
     return ACTIVATIONS_IN[name]
+
+
+def setting(hf: dict, defaults: dict[str, Any], key: str) -> Any:
+    """config.json's ``key``, or where it leaves the key out, the default of the reference
+    config class (``defaults``: a table's ``CONFIG_DEFAULTS``), as transformers fills it in."""
+    return hf[key] if key in hf else defaults[key]
+
+
+def defaulted(hf: dict, key: str, reference: str) -> str:
+    """How a message names ``key``: as config.json gives it, or as the reference's default."""
+    return "" if key in hf else f" ({reference}'s default: config.json leaves {key} out)"
 
 
 @dataclass(frozen=True)
@@ -158,10 +170,7 @@ def read_config(directory: Path) -> dict:
     path = Path(directory) / HF_CONFIG
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no config.json (is {directory} a Hugging Face model?)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    return read_json_object(path, "Hugging Face config")
 
 
 def read_weights(directory: Path) -> dict[str, Tensor]:
@@ -174,7 +183,12 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
     if (directory / HF_WEIGHTS).is_file():
         files = [directory / HF_WEIGHTS]
     elif index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        weight_map = read_json_object(index, "weights index").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) for v in weight_map.values()
+        ):
+            raise ValueError(f"{index}: weight_map must map tensor names to shard file names")
+        shards = sorted(set(weight_map.values()))
         files = [directory / s for s in shards]
     elif (directory / "pytorch_model.bin").is_file():
         path = directory / "pytorch_model.bin"
