@@ -320,11 +320,13 @@ def cmd_average(args: argparse.Namespace) -> None:
 
     from aiayn.data.tokenizer import load_tokenizer
     from aiayn.model import build_model
+    from aiayn.modeldir import replace_directory
     from aiayn.train import checkpoint as ckpt
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
 
-    run_dir, out = Path(args.run_dir), _fresh_output(Path(args.out), args.force)
+    run_dir = Path(args.run_dir)
+    out = _fresh_output(Path(args.out), args.force, keep=[run_dir])
     paths = ckpt.list_checkpoints(run_dir / "checkpoints")
     if not paths:
         raise UserError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
@@ -341,7 +343,8 @@ def cmd_average(args: argparse.Namespace) -> None:
     ckpt.load_model_state(model, ckpt.average_checkpoints(paths), paths[-1], hint)
     extra = {"averaged": [p.name for p in paths], **task.saved_extra()}
     dtype = torch.float16 if args.fp16 else None
-    save_trained_model(out, model.eval(), tokenizer, run, dtype=dtype, extra=extra)
+    with replace_directory(out, args.force, keep=[run_dir]) as new:
+        save_trained_model(new, model.eval(), tokenizer, run, dtype=dtype, extra=extra)
     print(
         f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
     )
@@ -419,24 +422,16 @@ def _add_embed_parser(sub) -> None:
 
 
 def cmd_quantize(args: argparse.Namespace) -> None:
-    import shutil
-
     from aiayn.model.quantize import quantize
-    from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
+    from aiayn.modeldir import WEIGHTS_FILE, load_model_dir, save_quantized
 
     src, out = Path(args.model_dir), Path(args.out)
-    if out.resolve() == src.resolve():
-        raise UserError(f"--out {out}: write the quantized model to another directory")
-    _fresh_output(out, args.force)
+    _fresh_output(out, args.force, keep=[src])
     model = load_model_dir(src)
     if getattr(model, "quantization", None):
         raise UserError(f"{src} is already quantized ({model.quantization['method']})")
     model = quantize(model, args.method, include_output=not args.keep_output_float)
-    out.mkdir(parents=True, exist_ok=True)
-    for item in sorted(src.iterdir()):  # tokenizer, run.json, ...: everything but the weights
-        if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
-            shutil.copy2(item, out / item.name)
-    save_model_dir(out, model)
+    save_quantized(src, out, model, force=args.force)
     size = (out / WEIGHTS_FILE).stat().st_size / 2**20
     print(f"wrote {args.method} model to {out} ({size:.1f} MiB of weights)")
 
@@ -473,23 +468,24 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")
 
 
-def _fresh_output(out: Path, force: bool) -> Path:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise UserError(f"--out {out} exists and is not empty; choose another or add --force")
+def _fresh_output(out: Path, force: bool, keep=()) -> Path:
+    from aiayn.modeldir import check_replaceable
+
+    check_replaceable(out, force, keep)
     return out
 
 
 def cmd_import(args: argparse.Namespace) -> None:
     from aiayn.interop.hf import import_hf
 
-    summary = import_hf(args.src, _fresh_output(Path(args.out), args.force))
+    summary = import_hf(args.src, Path(args.out), force=args.force)
     print(json.dumps(summary, indent=2))
 
 
 def cmd_export(args: argparse.Namespace) -> None:
     from aiayn.interop.hf import export_hf
 
-    summary = export_hf(Path(args.model_dir), _fresh_output(Path(args.out), args.force))
+    summary = export_hf(Path(args.model_dir), Path(args.out), force=args.force)
     print(json.dumps(summary, indent=2))
 
 
@@ -500,14 +496,18 @@ def _add_interop_parsers(sub) -> None:
     )
     p.add_argument("src", help="a local Hugging Face model directory (or a hub name)")
     p.add_argument("--out", required=True, help="the aiayn model directory to write")
-    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.add_argument(
+        "--force", action="store_true", help="replace the model directory --out holds, whole"
+    )
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("export", help="write an aiayn model directory in another format")
     p.add_argument("model_dir")
     p.add_argument("--format", choices=["hf"], default="hf", help="hf: Hugging Face")
     p.add_argument("--out", required=True, help="the directory to write")
-    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.add_argument(
+        "--force", action="store_true", help="replace the model directory --out holds, whole"
+    )
     p.set_defaults(func=cmd_export)
 
 
