@@ -1155,7 +1155,13 @@ def define_cases() -> None:
         says=("max_len",),
     )
     case(5, "resume a finished run with more steps", run=resume_finished, expect="ok")
-    case(5, "run.json damaged, checkpoints present", run=damaged_run_json, expect="ok")
+    case(
+        5,
+        "run.json damaged, checkpoints present",
+        run=damaged_run_json,
+        expect="warn",
+        says=("run.json: not valid JSON", "rewriting it"),
+    )
     case(
         9,
         "attention --out under a file",
