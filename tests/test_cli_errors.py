@@ -103,6 +103,15 @@ def test_numeric_flags_are_checked_where_they_are_parsed(capsys, argv, flag, all
     assert f"argument {flag}" in err and allowed in err
 
 
+def test_generate_with_a_tiny_top_p_is_greedy(dirs, capsys):
+    base = ["generate", str(dirs["lm"]), "--prompt", "abc", "--max-new-tokens", "8"]
+    code, greedy, err = run_cli(capsys, [*base, "--top-k", "1", "--seed", "0"])
+    assert code == 0, err
+    code, out, err = run_cli(capsys, [*base, "--top-p", "5e-324", "--seed", "0"])
+    assert code == 0, err
+    assert out == greedy
+
+
 def test_nbest_above_beam_is_refused(dirs, capsys, monkeypatch):
     stdin(monkeypatch, b"abc\n")
     code, _, err = run_cli(capsys, ["translate", str(dirs["tr"]), "--beam", "2", "--nbest", "3"])
