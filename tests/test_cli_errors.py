@@ -131,6 +131,19 @@ def test_non_utf8_stdin_names_the_line_and_the_way_out(dirs, capsys, monkeypatch
     assert code == 2 and "stdin, line 2" in err
 
 
+def test_embed_names_a_non_utf8_line_and_takes_errors_as_its_siblings_do(dirs, capsys, monkeypatch):
+    stdin(monkeypatch, b"abc\nGr\xfc\xdfe\n")
+    code, out, err = run_cli(capsys, ["embed", str(dirs["cls"])])
+    assert code == 2 and "stdin, line 2: not UTF-8 (byte 0xfc at column 3)" in err
+    assert "--errors replace" in err and "internal error" not in err
+    for errors in ("replace", "ignore"):
+        stdin(monkeypatch, b"abc\r\nGr\xfc\xdfe\n")
+        code, out, err = run_cli(capsys, ["embed", str(dirs["cls"]), "--errors", errors])
+        assert code == 0, err
+        vectors = [json.loads(line) for line in out.splitlines()]
+        assert len(vectors) == 2 and len(vectors[0]) == 32
+
+
 def test_crlf_input_is_read_as_lines(dirs, capsys, monkeypatch):
     stdin(monkeypatch, b"abc\r\nde\r\n")
     code, out, _ = run_cli(capsys, ["translate", str(dirs["tr"])])
