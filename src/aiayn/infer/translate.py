@@ -8,6 +8,7 @@ import warnings
 import torch
 
 from aiayn.data.batching import pad
+from aiayn.data.labelled import is_blank
 from aiayn.data.tokenizer import EOS, PAD, Tokenizer
 from aiayn.infer.beam import Hypothesis, beam_decode
 from aiayn.infer.greedy import greedy_decode
@@ -89,6 +90,8 @@ def translate(
     scored by its log-probability under the model; ``texts[k]`` counts as sentence
     ``first_index + k`` for the seeds, so a sentence samples the same whatever else is
     translated with it (pass the running line number when translating a stream in parts).
+    An empty text (or one of whitespace only) has nothing to translate: its translation is
+    the empty text, with score 0 (log-probability of a certain outcome), the model unasked.
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")
@@ -104,10 +107,12 @@ def translate(
             stacklevel=2,
         )
     ids = [x[:limit] + [EOS] for x in ids]
-    out: list = [None] * len(ids)
+    out: list = [[("", 0.0)] if is_blank(t) else None for t in texts]
+    todo = [k for k, done in enumerate(out) if done is None]
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
     start, produced = time.perf_counter(), 0
-    for chunk in length_batches([len(x) for x in ids], budget):
+    for batch in length_batches([len(ids[k]) for k in todo], budget):
+        chunk = [todo[j] for j in batch]
         src = pad([ids[k] for k in chunk])
         indices = [first_index + k for k in chunk]
         hyps = search(
