@@ -769,7 +769,13 @@ def define_cases() -> None:
         expect="ok",
         check=lambda p, d: None if len(p.stdout.splitlines()) == 1 else "wrong line count",
     )
-    case(4, "only blank lines (classify)", ["classify", "{ws}/cls/model"], b"\n\n", expect="ok")
+    case(
+        4,
+        "only blank lines (classify)",
+        ["classify", "{ws}/cls/model"],
+        b"\n\n",
+        says=("text 1 is empty", "nothing to classify"),
+    )
     case(4, "Ctrl-C while translating", run=interrupt_translate, says=("interrupt",))
 
     # ----------------------------------------------------------------- class 5: interruption
