@@ -160,6 +160,29 @@ def test_average_writes_a_model_directory(trained, tmp_path, capsys):
     assert size(half) < 0.6 * size(out)
 
 
+def test_average_force_replaces_another_model_whole(trained, tmp_path, capsys):
+    import torch
+
+    from aiayn import build_model
+    from aiayn.config import ModelConfig, RunConfig
+    from aiayn.data.tokenizer import CharTokenizer
+    from aiayn.modeldir import load_model_and_tokenizer
+    from aiayn.train.loop import save_trained_model
+
+    _, run = trained
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    chars = CharTokenizer.train(["abc"])  # another model, with another kind of tokenizer
+    other = build_model(ModelConfig.preset("tiny", vocab_size=chars.vocab_size))
+    save_trained_model(out, other, chars, RunConfig())
+    assert main(["average", str(run), "--last", "2", "--out", str(out), "--force"]) == 0
+    assert main(["average", str(run), "--last", "2", "--out", str(fresh)]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in fresh.iterdir())
+    model, _ = load_model_and_tokenizer(out)  # one tokenizer: the run's
+    for name, t in load_model_and_tokenizer(fresh)[0].state_dict().items():
+        assert torch.equal(model.state_dict()[name], t), name
+
+
 def test_attention_writes_heatmaps(trained, tmp_path, capsys):
     _, run = trained
     png = tmp_path / "attn.png"

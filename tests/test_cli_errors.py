@@ -16,6 +16,7 @@ from aiayn.cli import main
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.tokenizer import CharTokenizer
 from aiayn.train.loop import save_trained_model
+from tests.tolerance import assert_close_to_scale
 
 TEXT = "abcdefghijklmnopqrstuvwxyzäöüß ABCDEFGHIJKLMNOPQRSTUVWXYZ.,!?'0123456789"
 
@@ -103,6 +104,15 @@ def test_numeric_flags_are_checked_where_they_are_parsed(capsys, argv, flag, all
     assert f"argument {flag}" in err and allowed in err
 
 
+def test_generate_with_a_tiny_top_p_is_greedy(dirs, capsys):
+    base = ["generate", str(dirs["lm"]), "--prompt", "abc", "--max-new-tokens", "8"]
+    code, greedy, err = run_cli(capsys, [*base, "--top-k", "1", "--seed", "0"])
+    assert code == 0, err
+    code, out, err = run_cli(capsys, [*base, "--top-p", "5e-324", "--seed", "0"])
+    assert code == 0, err
+    assert out == greedy
+
+
 def test_nbest_above_beam_is_refused(dirs, capsys, monkeypatch):
     stdin(monkeypatch, b"abc\n")
     code, _, err = run_cli(capsys, ["translate", str(dirs["tr"]), "--beam", "2", "--nbest", "3"])
@@ -120,6 +130,43 @@ def test_non_utf8_stdin_names_the_line_and_the_way_out(dirs, capsys, monkeypatch
     stdin(monkeypatch, b"good\n\xff\n")
     code, _, err = run_cli(capsys, ["classify", str(dirs["cls"])])
     assert code == 2 and "stdin, line 2" in err
+
+
+def test_embed_names_a_non_utf8_line_and_takes_errors_as_its_siblings_do(dirs, capsys, monkeypatch):
+    stdin(monkeypatch, b"abc\nGr\xfc\xdfe\n")
+    code, out, err = run_cli(capsys, ["embed", str(dirs["cls"])])
+    assert code == 2 and "stdin, line 2: not UTF-8 (byte 0xfc at column 3)" in err
+    assert "--errors replace" in err and "internal error" not in err
+    for errors in ("replace", "ignore"):
+        stdin(monkeypatch, b"abc\r\nGr\xfc\xdfe\n")
+        code, out, err = run_cli(capsys, ["embed", str(dirs["cls"]), "--errors", errors])
+        assert code == 0, err
+        vectors = [json.loads(line) for line in out.splitlines()]
+        assert len(vectors) == 2 and len(vectors[0]) == 32
+
+
+def test_an_empty_line_translates_to_an_empty_line(dirs, capsys, monkeypatch):
+    stdin(monkeypatch, b"abc\n\n   \nxyz\n")
+    code, out, err = run_cli(capsys, ["translate", str(dirs["tr"])])
+    assert code == 0, err
+    lines = out.split("\n")
+    assert len(lines) == 5 and lines[1] == "" and lines[2] == "" and lines[4] == ""
+
+
+def test_classifying_an_empty_line_is_refused_naming_it(dirs, capsys, monkeypatch):
+    stdin(monkeypatch, b"abc\n\nxyz\n")
+    code, out, err = run_cli(capsys, ["classify", str(dirs["cls"])])
+    assert code == 2 and "text 2 is empty: there is nothing to classify" in err
+
+
+def test_an_empty_line_embeds_as_the_empty_text_does_alone(dirs, capsys, monkeypatch):
+    stdin(monkeypatch, b"abc\n\nxyz\n")
+    code, out, err = run_cli(capsys, ["embed", str(dirs["cls"])])
+    assert code == 0, err
+    stdin(monkeypatch, b"\n")
+    alone = json.loads(run_cli(capsys, ["embed", str(dirs["cls"])])[1])
+    batched = json.loads(out.splitlines()[1])
+    assert_close_to_scale(torch.tensor(batched), torch.tensor(alone))  # padding: rounding only
 
 
 def test_crlf_input_is_read_as_lines(dirs, capsys, monkeypatch):

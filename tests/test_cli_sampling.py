@@ -43,6 +43,14 @@ def test_sampling_at_temperature_zero_is_greedy(trained, monkeypatch, capsys):  
     assert translate(run, monkeypatch, capsys, "--sample", "--top-k", "1")[1] == greedy
 
 
+def test_a_tiny_top_p_samples_the_greedy_translation(trained, monkeypatch, capsys):  # noqa: F811
+    _, run = trained
+    greedy = translate(run, monkeypatch, capsys)[1]
+    code, out, err = translate(run, monkeypatch, capsys, "--sample", "--top-p", "5e-324")
+    assert code == 0, err
+    assert out == greedy
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [

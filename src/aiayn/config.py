@@ -91,7 +91,10 @@ class ModelConfig:
     embedding table whose type 0 is added to every token (BERT), 0 = none;
     ``final_logits_bias``: a bias on the output logits (Marian, BERT's masked-LM head); -inf
     there marks an id the model never produces; ``pooler``: classify passes the pooled state
-    through a dense layer and tanh before the classifier (BERT's pooler), or not ("none").
+    through a dense layer and tanh before the classifier (BERT's pooler), or not ("none");
+    ``mlm_activation``: the activation of the encoder-only masked-LM head (dense, activation,
+    LayerNorm; one of ``activation``'s choices), exact GELU in Phuong & Hutter 2022, Alg. 9,
+    the feed-forward block's own in BERT (its ``hidden_act``).
     """
 
     family: str = "encoder-decoder"
@@ -120,6 +123,7 @@ class ModelConfig:
     n_token_types: int = 0
     final_logits_bias: bool = False
     pooler: str = "none"
+    mlm_activation: str = "gelu"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "tiny": dict(
@@ -168,6 +172,7 @@ class ModelConfig:
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_int("n_token_types", self.n_token_types, 0)
         _check_choice("pooler", self.pooler, POOLERS)
+        _check_choice("mlm_activation", self.mlm_activation, ACTIVATIONS)
         if self.tie_embeddings == "all" and self.source_vocab != self.target_vocab:
             raise ValueError(
                 "tie_embeddings='all' needs one shared vocabulary, but src_vocab_size="

@@ -29,6 +29,18 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert kept.tolist() == [[True, False, False, False]]  # the best token always survives
 
 
+@pytest.mark.parametrize("top_p", [5e-324, 1e-45, 1e-12])
+def test_a_tiny_top_p_keeps_exactly_the_most_likely_token(top_p):
+    """A top_p below float32's smallest number rounds to 0 in the comparison with the mass of
+    the better tokens: the most likely token must survive all the same."""
+    logits = torch.randn(16, 40)
+    kept = torch.isfinite(filter_logits(logits, top_p=top_p))
+    assert torch.equal(kept, logits == logits.max(-1, keepdim=True).values)
+    g = torch.Generator().manual_seed(0)
+    draws = sample_next(logits, temperature=1.0, top_p=top_p, generator=g)
+    assert torch.equal(draws, logits.argmax(-1, keepdim=True))
+
+
 def test_sampling_frequencies_follow_the_distribution():
     probs = torch.tensor([0.6, 0.3, 0.1])
     g = torch.Generator().manual_seed(1)

@@ -5,10 +5,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from aiayn.config import ModelConfig
+from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.tokenizer import load_tokenizer
+from aiayn.data.vocab_map import VocabMap
+from aiayn.interop import hf_bert
 from aiayn.interop.hf import export_hf, import_hf
+from aiayn.model import build_model
 from aiayn.modeldir import load_model_dir
 from tests.interop.hf_fixtures import bert_model, bert_tokenizer, wordpiece_vocab
+from tests.tolerance import assert_close_to_scale
 
 transformers = pytest.importorskip("transformers")
 
@@ -52,8 +58,8 @@ def test_sequence_classifier_logits_equal_transformers(bert_dir, tmp_path, act):
     with torch.no_grad():
         ref = theirs(input_ids=ids, attention_mask=mask.long())
         hidden = theirs.bert(input_ids=ids, attention_mask=mask.long()).last_hidden_state
-        torch.testing.assert_close(model.encode(ours_ids)[mask], hidden[mask], atol=1e-5, rtol=0)
-        torch.testing.assert_close(model.classify(ours_ids), ref.logits, atol=1e-5, rtol=0)
+        assert_close_to_scale(model.encode(ours_ids)[mask], hidden[mask])
+        assert_close_to_scale(model.classify(ours_ids), ref.logits)
     import json
 
     labels = json.loads((tmp_path / "ours" / "run.json").read_text())["labels"]
@@ -70,10 +76,46 @@ def test_masked_lm_logits_equal_transformers_untied(bert_dir, tmp_path):
         ref = theirs(input_ids=ids, attention_mask=mask.long()).logits  # (B, T, V_theirs)
         ours = model(to_ours(tok, ids))  # (B, T, V_ours)
     src, _ = tok.vocab_map.index()
-    torch.testing.assert_close(
-        ours[mask][:, src >= 0], ref[mask][:, src[src >= 0]], atol=1e-5, rtol=0
-    )
+    assert_close_to_scale(ours[mask][:, src >= 0], ref[mask][:, src[src >= 0]])
     assert tok.vocab_map.extras == []  # BERT has all five special tokens
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_new", "silu", "relu"])
+def test_masked_lm_head_applies_hidden_act_as_transformers_does(bert_dir, tmp_path, act):
+    """BertPredictionHeadTransform applies config.hidden_act, not always exact GELU."""
+    theirs = bert_model(bert_dir, "BertForMaskedLM", hidden_act=act)
+    import_hf(bert_dir, tmp_path / "ours")
+    model, tok = load_model_dir(tmp_path / "ours"), load_tokenizer(tmp_path / "ours")
+    assert model.config.mlm_activation == model.config.activation
+    ids, mask = batch(theirs.config.vocab_size, 0, seed=2)
+    with torch.no_grad():
+        ref = theirs(input_ids=ids, attention_mask=mask.long()).logits  # (B, T, V_theirs)
+        ours = model(to_ours(tok, ids))  # (B, T, V_ours)
+    src, _ = tok.vocab_map.index()
+    assert_close_to_scale(ours[mask][:, src >= 0], ref[mask][:, src[src >= 0]])
+    export_hf(tmp_path / "ours", tmp_path / "back")
+    reloaded = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "back").eval()
+    assert reloaded.config.hidden_act == act
+    with torch.no_grad():
+        again = reloaded(input_ids=ids, attention_mask=mask.long()).logits
+    assert_close_to_scale(again, ref)
+
+
+def test_export_refuses_a_masked_lm_head_whose_activation_bert_cannot_express(tmp_path):
+    config = ModelConfig.preset(
+        "tiny", family="encoder-only", n_decoder_layers=0, activation="relu",
+        pos_encoding="learned", embed_scale=False, embedding_layer_norm=True, n_token_types=2,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="mlm_activation='gelu' differs from activation='relu'"):
+        hf_bert.export_parts(build_model(config), _wordpiece(tmp_path), {})
+
+
+def _wordpiece(tmp_path):
+    """The fixture's WordPiece tokenizer with its specials at aiayn's ids."""
+    bert_tokenizer(tmp_path / "tok")
+    text = (tmp_path / "tok" / "tokenizer.json").read_text()
+    n = len(wordpiece_vocab())
+    return HFTokenizer(text, VocabMap(n, (0, 7, 8, 9, 10), backend="tokenizers"))
 
 
 def test_token_ids_equal_the_transformers_tokenizer(bert_dir, tmp_path):
@@ -144,7 +186,7 @@ def test_a_sentence_encoder_imports_its_mean_pooling(tmp_path):
         expected = (h * mask).sum(1) / mask.sum(1)
         ids = to_ours(tok, enc["input_ids"])
         pooled = model.pool(model.encode(ids), ids)
-    torch.testing.assert_close(pooled, expected, atol=1e-5, rtol=0)
+    assert_close_to_scale(pooled, expected)
 
 
 def test_cli_import_refuses_a_bad_checkpoint_with_a_clear_error(tmp_path, capsys, monkeypatch):
@@ -205,7 +247,7 @@ def test_an_aiayn_classifier_exported_as_bert_gives_its_logits_in_transformers(b
     with torch.no_grad():
         ref = theirs(input_ids=ids, attention_mask=mask.long()).logits
         ours = model.classify(to_ours(tok, ids))
-    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=0)
+    assert_close_to_scale(ours, ref)
     with pytest.raises(ValueError, match="pooling='mean' has no BertForSequenceClassification"):
         save_model_dir(tmp_path / "mean", build_model(config.replace(pooling="mean")))
         tok.save(tmp_path / "mean")

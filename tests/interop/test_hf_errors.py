@@ -8,7 +8,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aiayn.interop.hf import import_hf
-from tests.interop.hf_fixtures import bert_model, bert_tokenizer, marian_model, marian_tokenizer
+from tests.interop.hf_fixtures import (
+    bert_model,
+    bert_tokenizer,
+    byte_bpe_tokenizer,
+    gpt2_model,
+    marian_model,
+    marian_tokenizer,
+)
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
@@ -62,3 +69,52 @@ def test_marian_without_its_tokenizer_or_with_a_tie_aiayn_lacks(tmp_path):
     with pytest.raises(FileNotFoundError, match="no target.spm"):
         import_hf(directory, tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("content", ["null", "[1, 2]", '"bert"', "3"])
+def test_a_config_json_that_is_not_an_object_is_named(tmp_path, capsys, content):
+    from aiayn.cli import main
+
+    directory = tmp_path / "bert"
+    bert_tokenizer(directory)
+    bert_model(directory)
+    (directory / "config.json").write_text(content)
+    with pytest.raises(ValueError, match=r"config.json: expected a JSON object"):
+        import_hf(directory, tmp_path / "out")
+    assert main(["import", str(directory), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "config.json: expected a JSON object" in err and "internal error" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def gpt2_dir(tmp_path):
+    directory = tmp_path / "gpt2"
+    reference = byte_bpe_tokenizer(directory)
+    eos = reference.convert_tokens_to_ids("<|endoftext|>")
+    gpt2_model(directory, len(reference), eos)
+    return directory, eos
+
+
+def test_a_gpt2_whose_tokenizer_lacks_its_eos_names_the_file_and_the_field(tmp_path):
+    directory, eos = gpt2_dir(tmp_path)
+    path = directory / "tokenizer.json"
+    data = json.loads(path.read_text())
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != "<|endoftext|>"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        ValueError, match=rf"tokenizer.json: no token with id {eos}, the eos_token_id of config"
+    ):
+        import_hf(directory, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_gpt2_eos_left_out_of_config_json_is_gpt2configs_and_refused_by_name(tmp_path):
+    directory, _ = gpt2_dir(tmp_path)
+    path = directory / "config.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in data.items() if k != "eos_token_id"}))
+    with pytest.raises(
+        ValueError,
+        match=r"eos_token_id=50256 is not an id below vocab_size=\d+ \(GPT2Config's default",
+    ):
+        import_hf(directory, tmp_path / "out")

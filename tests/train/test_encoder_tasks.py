@@ -10,6 +10,7 @@ import torch
 
 from aiayn.cli import main
 from aiayn.data.tokenizer import MASK, PAD
+from aiayn.errors import UserError
 from aiayn.modeldir import load_config
 from aiayn.train.objectives import mask_tokens
 
@@ -153,7 +154,9 @@ def test_extra_labelled_splits_join_training_only(labelled_corpus, tmp_path, cap
     assert not (tmp_path / "r").exists()
 
 
-def test_classify_ensemble_long_and_empty_texts(labelled_corpus, tmp_path, capsys, monkeypatch):
+def test_classify_ensemble_long_texts_and_an_empty_one_refused(
+    labelled_corpus, tmp_path, capsys, monkeypatch
+):
     from aiayn.infer.classify import class_probabilities
 
     for seed in (1, 2):
@@ -162,7 +165,9 @@ def test_classify_ensemble_long_and_empty_texts(labelled_corpus, tmp_path, capsy
         assert main(args("classification", labelled_corpus, out, 20, extra)) == 0
     capsys.readouterr()
     dirs = [tmp_path / "clf1" / "model", tmp_path / "clf2" / "model"]
-    texts = ["brilliant.", "", "terrible " * 40]  # the last one is truncated
+    texts = ["brilliant.", "so-so", "terrible " * 40]  # the last one is truncated
+    with pytest.raises(UserError, match="text 2 is empty: there is nothing to classify"):
+        class_probabilities(dirs, ["brilliant.", ""])  # no class is an answer for nothing
     labels, both = class_probabilities(dirs, texts)
     _, one = class_probabilities(dirs[:1], texts)
     _, two = class_probabilities(dirs[1:], texts)

@@ -221,6 +221,15 @@ def test_a_changed_model_is_refused_by_the_checkpoint_even_without_run_json(
         Trainer(config(corpus, "model.d_ff=48", max_steps=8), run, progress=False)
 
 
+def test_a_damaged_run_json_is_named_when_resuming_rewrites_it(corpus, trained, tmp_path):
+    run = copy(trained, tmp_path)
+    (run / "run.json").write_text("{oops")
+    with pytest.warns(UserWarning, match=r"run.json: not valid JSON.*checkpoint-00000006.pt"):
+        trainer = Trainer(config(corpus, max_steps=8), run, progress=False)
+    trainer.close()
+    assert json.loads((run / "run.json").read_text())["model"]["d_ff"] == 64
+
+
 def test_a_model_family_that_does_not_fit_the_task_is_refused(corpus, tmp_path):
     with pytest.raises(
         UserError, match="model.family = 'decoder-only' does not fit data.task = 'translation'"

@@ -139,7 +139,8 @@ def warn_unknown_characters(tokenizer, texts: list[str], where: str) -> None:
         )
 
 
-def fresh_output(out: Path, force: bool) -> Path:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise UserError(f"--out {out} exists and is not empty; choose another or add --force")
+def fresh_output(out: Path, force: bool, keep=()) -> Path:
+    from aiayn.modeldir import check_replaceable
+
+    check_replaceable(out, force, keep)
     return out

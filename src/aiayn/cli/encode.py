@@ -35,6 +35,7 @@ def add_embed(sub) -> None:
     p.add_argument("--normalize", action="store_true", help="scale each vector to unit length")
     p.add_argument("--chunk", type=int, default=2000, help="lines read and embedded at a time")
     add_quantize_argument(p)
+    add_stdin_arguments(p)
     p.set_defaults(func=cmd_embed)
 
 
@@ -47,8 +48,9 @@ def cmd_embed(args: argparse.Namespace) -> None:
     if args.chunk < 1:
         raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
     encoder = load_for("embed", args.model_dir, quantize=args.quantize)
+    stdin = stdin_lines(args.errors)
     while True:  # stream: read a chunk, embed it (length-sorted inside), print in order
-        lines = [line.rstrip("\n") for _, line in zip(range(args.chunk), sys.stdin, strict=False)]
+        lines = [line for _, line in zip(range(args.chunk), stdin, strict=False)]
         if not lines:
             break
         with warnings.catch_warnings(record=True) as caught:

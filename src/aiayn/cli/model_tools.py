@@ -42,7 +42,9 @@ def add_average(sub) -> None:
     p.add_argument("--last", type=int_range(1), default=5, help="how many checkpoints (>= 1)")
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--fp16", action="store_true", help="store the weights in float16 (half size)")
-    p.add_argument("--force", action="store_true", help="replace the model in an existing --out")
+    p.add_argument(
+        "--force", action="store_true", help="replace the model directory --out holds, whole"
+    )
     p.set_defaults(func=cmd_average)
 
 
@@ -51,11 +53,13 @@ def cmd_average(args: argparse.Namespace) -> None:
 
     from aiayn.data.tokenizer import load_tokenizer
     from aiayn.model import build_model
+    from aiayn.modeldir import replace_directory
     from aiayn.train import checkpoint as ckpt
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
 
-    run_dir, out = Path(args.run_dir), fresh_output(Path(args.out), args.force)
+    run_dir = Path(args.run_dir)
+    out = fresh_output(Path(args.out), args.force, keep=[run_dir])
     paths = ckpt.list_checkpoints(run_dir / "checkpoints")
     if not paths:
         raise UserError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
@@ -72,7 +76,8 @@ def cmd_average(args: argparse.Namespace) -> None:
     ckpt.load_model_state(model, ckpt.average_checkpoints(paths), paths[-1], hint)
     extra = {"averaged": [p.name for p in paths], **task.saved_extra()}
     dtype = torch.float16 if args.fp16 else None
-    save_trained_model(out, model.eval(), tokenizer, run, dtype=dtype, extra=extra)
+    with replace_directory(out, args.force, keep=[run_dir]) as new:
+        save_trained_model(new, model.eval(), tokenizer, run, dtype=dtype, extra=extra)
     print(
         f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
     )
@@ -88,28 +93,22 @@ def add_quantize(sub) -> None:
         action="store_true",
         help="keep the projection to the vocabulary in float32",
     )
-    p.add_argument("--force", action="store_true", help="replace the model in a non-empty --out")
+    p.add_argument(
+        "--force", action="store_true", help="replace the model directory --out holds, whole"
+    )
     p.set_defaults(func=cmd_quantize)
 
 
 def cmd_quantize(args: argparse.Namespace) -> None:
-    import shutil
-
     from aiayn.model.quantize import quantize
-    from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
+    from aiayn.modeldir import WEIGHTS_FILE, load_model_dir, save_quantized
 
     src, out = Path(args.model_dir), Path(args.out)
-    if out.resolve() == src.resolve():
-        raise UserError(f"--out {out}: write the quantized model to another directory")
-    fresh_output(out, args.force)
+    fresh_output(out, args.force, keep=[src])
     model = load_model_dir(src)
     if getattr(model, "quantization", None):
         raise UserError(f"{src} is already quantized ({model.quantization['method']})")
     model = quantize(model, args.method, include_output=not args.keep_output_float)
-    out.mkdir(parents=True, exist_ok=True)
-    for item in sorted(src.iterdir()):  # tokenizer, run.json, ...: everything but the weights
-        if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
-            shutil.copy2(item, out / item.name)
-    save_model_dir(out, model)
+    save_quantized(src, out, model, force=args.force)
     size = (out / WEIGHTS_FILE).stat().st_size / 2**20
     print(f"wrote {args.method} model to {out} ({size:.1f} MiB of weights)")

@@ -11,6 +11,23 @@ import torch
 
 from aiayn.data.batching import TokenBatch, length_batches, pad
 from aiayn.data.tokenizer import EOS
+from aiayn.errors import UserError
+
+
+def is_blank(text: str) -> bool:
+    """An empty text, or one of whitespace only: nothing for a model to read."""
+    return not text.strip()
+
+
+def refuse_blank(texts: list[str], what: str, first_index: int = 0) -> None:
+    """Raise ``UserError`` naming the first empty (or whitespace-only) text, counted from 1
+    (+ ``first_index``): a class or an embedding of nothing is no answer."""
+    for i, text in enumerate(texts):
+        if is_blank(text):
+            raise UserError(
+                f"text {first_index + i + 1} is empty: there is nothing to {what} "
+                "(leave it out, or give it some words)"
+            )
 
 
 def encode_texts(tokenizer, texts: list[str], max_len: int, where: str) -> list[list[int]]:

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from aiayn.data.batching import pad
-from aiayn.data.labelled import encode_texts
+from aiayn.data.labelled import encode_texts, refuse_blank
 from aiayn.errors import UserError
 from aiayn.modeldir import load_config, load_model_and_tokenizer, read_run_json
 
@@ -63,8 +63,10 @@ def classify_texts(
 ) -> Tensor:
     """Class probabilities (N, C) of ``texts`` under one classifier, batch by batch.
 
-    Texts longer than the model's ``max_len`` are truncated, with a warning naming ``where``.
+    Texts longer than the model's ``max_len`` are truncated, with a warning naming ``where``;
+    an empty (or whitespace-only) text is refused (``UserError``): it has no class.
     """
+    refuse_blank(texts, "classify")
     ids = encode_texts(tokenizer, texts, model.config.max_len, where or "classify")
     return torch.cat(
         [
@@ -86,6 +88,7 @@ def class_probabilities(
     """
     if not model_dirs:
         raise ValueError("no model directory given")
+    refuse_blank(texts, "classify")  # before loading any model
     members = []
     for model_dir in model_dirs:
         model, tokenizer, labels = load_classifier(model_dir, quantize)

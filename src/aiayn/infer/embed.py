@@ -25,6 +25,9 @@ def embed_texts(
     Texts are encoded as for classification (the same framing, cut to the model's ``max_len``
     with a warning) and batched by length; row i belongs to ``texts[i]`` and does not depend
     on the other texts. ``model`` is an encoder-only model in eval mode (``load_model_dir``).
+    An empty text is embedded as what it is, the framing tokens alone (eos; BERT's [CLS]
+    [SEP]), as sentence-transformers embeds it; unlike a class, that is a well-defined
+    answer (classification refuses an empty text).
     """
     config = model.config
     if config.family != "encoder-only":

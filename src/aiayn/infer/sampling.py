@@ -105,6 +105,7 @@ def filter_logits(logits: Tensor, top_k: int | None = 0, top_p: float = 1.0) -> 
         probs = sorted_logits.softmax(-1)
         before = probs.cumsum(-1) - probs  # mass of the strictly better tokens
         drop_sorted = before >= top_p
+        drop_sorted[:, 0] = False  # the most likely token stays, however small top_p is
         drop = drop_sorted.scatter(1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits

@@ -8,6 +8,7 @@ import warnings
 import torch
 
 from aiayn.data.batching import pad
+from aiayn.data.labelled import is_blank
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.infer.beam import Hypothesis, beam_decode
 from aiayn.infer.greedy import greedy_search
@@ -100,16 +101,20 @@ def translate_texts(
     order drawn, each scored by its log-probability under the model; ``texts[k]`` counts as
     sentence ``first_index + k`` for the seeds, so a sentence samples the same whatever else
     is translated with it (pass the running line number when translating a stream in parts).
+    An empty text (or one of whitespace only) has nothing to translate: its translation is
+    the empty text, with score 0 (the log-probability of a certain outcome), the model unasked.
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")
     if sampling is not None and beam != 1:
         raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
     ids, truncated = source_ids(model, tokenizer, texts)
-    out: list = [None] * len(ids)
+    out: list = [[("", Hypothesis([], 0.0, 0.0))] if is_blank(t) else None for t in texts]
+    todo = [k for k, done in enumerate(out) if done is None]
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
     device = next(model.parameters()).device
-    for chunk in length_batches([len(x) for x in ids], budget):
+    for batch in length_batches([len(ids[k]) for k in todo], budget):
+        chunk = [todo[j] for j in batch]
         src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
         indices = [first_index + k for k in chunk]
         hyps = search(

@@ -27,7 +27,8 @@ from torch import Tensor
 
 from aiayn.config import ModelConfig
 from aiayn.data.vocab_map import VocabMap
-from aiayn.modeldir import write_json
+from aiayn.errors import read_json_object
+from aiayn.modeldir import atomic_write, write_json
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -49,6 +50,17 @@ def activation_in(name: Any, field_name: str) -> str:
             f"{field_name}={name!r} is not supported; allowed: {', '.join(ACTIVATIONS_IN)}"
         )
     return ACTIVATIONS_IN[name]
+
+
+def setting(hf: dict, defaults: dict[str, Any], key: str) -> Any:
+    """config.json's ``key``, or where it leaves the key out, the default of the reference
+    config class (``defaults``: a table's ``CONFIG_DEFAULTS``), as transformers fills it in."""
+    return hf[key] if key in hf else defaults[key]
+
+
+def defaulted(hf: dict, key: str, reference: str) -> str:
+    """How a message names ``key``: as config.json gives it, or as the reference's default."""
+    return "" if key in hf else f" ({reference}'s default: config.json leaves {key} out)"
 
 
 @dataclass(frozen=True)
@@ -158,10 +170,7 @@ def read_config(directory: Path) -> dict:
     path = Path(directory) / HF_CONFIG
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no config.json (is {directory} a Hugging Face model?)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    return read_json_object(path, "Hugging Face config")
 
 
 def read_weights(directory: Path) -> dict[str, Tensor]:
@@ -174,7 +183,12 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
     if (directory / HF_WEIGHTS).is_file():
         files = [directory / HF_WEIGHTS]
     elif index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        weight_map = read_json_object(index, "weights index").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) for v in weight_map.values()
+        ):
+            raise ValueError(f"{index}: weight_map must map tensor names to shard file names")
+        shards = sorted(set(weight_map.values()))
         files = [directory / s for s in shards]
     elif (directory / "pytorch_model.bin").is_file():
         path = directory / "pytorch_model.bin"
@@ -287,16 +301,24 @@ def _family(model_type: str):
     return families[model_type]
 
 
-def import_hf(src: str | Path, out: Path) -> dict:
+def import_hf(src: str | Path, out: Path, *, force: bool = False) -> dict:
     """Convert the Hugging Face model at ``src`` into the aiayn model directory ``out``.
 
-    Returns a summary: architecture, parameters kept freshly initialised (a head the
-    checkpoint does not have, e.g. BERT's masked-LM head for a BertModel).
+    ``out`` must be absent or empty; with ``force``, a model directory there is replaced
+    whole (``aiayn.modeldir.replace_directory``). Returns a summary: architecture,
+    parameters kept freshly initialised (a head the checkpoint does not have, e.g. BERT's
+    masked-LM head for a BertModel).
     """
     from aiayn.model import build_model
-    from aiayn.modeldir import save_model_dir, untied_state_dict
+    from aiayn.modeldir import (
+        check_replaceable,
+        replace_directory,
+        save_model_dir,
+        untied_state_dict,
+    )
 
     directory = resolve_source(str(src))
+    check_replaceable(Path(out), force, keep=[directory])
     hf_config = read_config(directory)
     family = _family(hf_config.get("model_type"))
     tensors = rename_legacy(read_weights(directory))
@@ -327,11 +349,6 @@ def import_hf(src: str | Path, out: Path) -> dict:
             raise ValueError(f"converted {name} has shape {tuple(t.shape)}, ours: {want}")
     fresh = sorted(set(state) - set(ours))
     model.load_state_dict(ours, strict=False)
-    out = Path(out)
-    save_model_dir(out, model.eval())
-    imported.tokenizer.save(out)
-    if imported.run_extra:
-        write_json(out / "run.json", imported.run_extra)
     summary = {
         "architecture": imported.architecture,
         "source": str(src),
@@ -340,19 +357,31 @@ def import_hf(src: str | Path, out: Path) -> dict:
         "fresh": fresh,
         "restored_exactly": exact is not None,
     }
-    write_json(out / "imported.json", summary)
+    with replace_directory(Path(out), force, keep=[directory]) as new:
+        save_model_dir(new, model.eval())
+        imported.tokenizer.save(new)
+        if imported.run_extra:
+            write_json(new / "run.json", imported.run_extra)
+        write_json(new / "imported.json", summary)
     return summary
 
 
-def export_hf(model_dir: Path, out: Path) -> dict:
-    """Write the aiayn model directory ``model_dir`` as a Hugging Face directory ``out``."""
-    from safetensors.torch import save_file
+def export_hf(model_dir: Path, out: Path, *, force: bool = False) -> dict:
+    """Write the aiayn model directory ``model_dir`` as a Hugging Face directory ``out``.
 
+    ``out`` must be absent or empty; with ``force``, a model directory there is replaced
+    whole (``aiayn.modeldir.replace_directory``)."""
     from aiayn.data.tokenizer import load_tokenizer
     from aiayn.interop import hf_bert, hf_gpt2, hf_marian
-    from aiayn.modeldir import atomic_write, load_model_dir
+    from aiayn.modeldir import (
+        check_replaceable,
+        load_model_dir,
+        read_run_json,
+        replace_directory,
+    )
 
     model_dir, out = Path(model_dir), Path(out)
+    check_replaceable(out, force, keep=[model_dir])
     model = load_model_dir(model_dir)
     if getattr(model, "quantization", None):
         raise ValueError(
@@ -360,8 +389,7 @@ def export_hf(model_dir: Path, out: Path) -> dict:
             "model directory it was quantized from"
         )
     tokenizer = load_tokenizer(model_dir)
-    run_file = model_dir / "run.json"
-    run = json.loads(run_file.read_text()) if run_file.is_file() else {}
+    run = read_run_json(model_dir)
     family = {"encoder-only": hf_bert, "decoder-only": hf_gpt2, "encoder-decoder": hf_marian}[
         model.config.family
     ]
@@ -371,13 +399,20 @@ def export_hf(model_dir: Path, out: Path) -> dict:
     for alias, name in exported.aliases.items():
         theirs[alias] = theirs[name].clone()
     tensors = {k: v.detach().float().contiguous() for k, v in theirs.items()}
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / HF_WEIGHTS, lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
     originals = {k: v.detach().contiguous().cpu() for k, v in exported.originals.items()}
+    with replace_directory(out, force, keep=[model_dir]) as new:
+        _write_export(new, exported, model.config, tensors, originals)
+    return {"architecture": exported.architecture, "out": str(out)}
+
+
+def _write_export(out: Path, exported, config: ModelConfig, tensors, originals) -> None:
+    from safetensors.torch import save_file
+
+    atomic_write(out / HF_WEIGHTS, lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
     write_json(
         out / SIDECAR_JSON,
         {
-            "model": model.config.to_dict(),
+            "model": config.to_dict(),
             "weights_sha256": weights_digest(tensors),
             "originals": sorted(originals),
         },
@@ -390,7 +425,6 @@ def export_hf(model_dir: Path, out: Path) -> dict:
             atomic_write(out / name, lambda p, data=data: p.write_bytes(data))
         else:
             write_json(out / name, data)
-    return {"architecture": exported.architecture, "out": str(out)}
 
 
 @dataclass

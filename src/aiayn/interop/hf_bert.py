@@ -17,6 +17,7 @@ from pathlib import Path
 from aiayn.config import ModelConfig
 from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.vocab_map import VocabMap
+from aiayn.errors import read_json_object
 from aiayn.interop import hf_vocab
 from aiayn.interop.hf import (
     Exported,
@@ -26,6 +27,7 @@ from aiayn.interop.hf import (
     activation_in,
     no_counterpart,
     rule,
+    setting,
 )
 
 ARCHITECTURES = (
@@ -37,6 +39,21 @@ ARCHITECTURES = (
 ACTIVATIONS_OUT = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
 SPECIAL_KEYS = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")  # ids 0-4
 SPECIAL_DEFAULTS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# What transformers' BertConfig() holds for each key read here with a default: a key that
+# config.json leaves out means this value (tests check the table against transformers).
+REFERENCE = "BertConfig"
+CONFIG_DEFAULTS = {
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "layer_norm_eps": 1e-12,
+    "type_vocab_size": 2,
+    "tie_word_embeddings": True,
+    "is_decoder": False,
+    "add_cross_attention": False,
+    "problem_type": None,
+    "architectures": None,
+}
 
 
 def rules(
@@ -96,7 +113,7 @@ def rules(
 
 
 def _architecture(hf: dict, names: set[str]) -> str:
-    declared = hf.get("architectures") or []
+    declared = setting(hf, CONFIG_DEFAULTS, "architectures") or []
     if declared:
         if declared[0] not in ARCHITECTURES:
             raise ValueError(
@@ -113,14 +130,15 @@ def _architecture(hf: dict, names: set[str]) -> str:
 
 def _check(hf: dict) -> None:
     problems = {
+        # absent (transformers 5 has no other) or absolute (the default of earlier releases)
         "position_embedding_type": (hf.get("position_embedding_type", "absolute"), "absolute"),
-        "is_decoder": (hf.get("is_decoder", False), False),
-        "add_cross_attention": (hf.get("add_cross_attention", False), False),
+        "is_decoder": (setting(hf, CONFIG_DEFAULTS, "is_decoder"), False),
+        "add_cross_attention": (setting(hf, CONFIG_DEFAULTS, "add_cross_attention"), False),
     }
     for name, (have, want) in problems.items():
         if have != want:
             raise ValueError(f"config.json: {name}={have!r} is not supported (only {want!r})")
-    if hf.get("problem_type") not in (None, "single_label_classification"):
+    if setting(hf, CONFIG_DEFAULTS, "problem_type") not in (None, "single_label_classification"):
         raise ValueError(
             f"config.json: problem_type={hf['problem_type']!r} is not supported "
             "(only single_label_classification)"
@@ -146,12 +164,10 @@ def vocab_map(text: str, directory: Path, their_size: int) -> VocabMap:
 
 def _pooling(directory: Path) -> str:
     """sentence-transformers' 1_Pooling/config.json says how to pool (mean, cls, max)."""
-    import json
-
     path = Path(directory) / "1_Pooling" / "config.json"
     if not path.is_file():
         return "first"
-    data = json.loads(path.read_text())
+    data = read_json_object(path, "sentence-transformers pooling config")
     for key, ours in (
         ("pooling_mode_mean_tokens", "mean"),
         ("pooling_mode_cls_token", "first"),
@@ -170,6 +186,11 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
     vmap = vocab_map(text, directory, int(hf["vocab_size"]))
     labels = _labels(hf) if architecture == "BertForSequenceClassification" else []
     has_mlm = architecture in ("BertForMaskedLM", "BertForPreTraining")
+
+    def get(key):
+        return setting(hf, CONFIG_DEFAULTS, key)
+
+    activation = activation_in(get("hidden_act"), "config.json: hidden_act")
     try:
         config = ModelConfig(
             family="encoder-only",
@@ -179,20 +200,21 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
             d_ff=hf["intermediate_size"],
             n_encoder_layers=hf["num_hidden_layers"],
             n_decoder_layers=0,
-            dropout=hf.get("hidden_dropout_prob", 0.1),
-            attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
-            embedding_dropout=hf.get("hidden_dropout_prob", 0.1),
+            dropout=get("hidden_dropout_prob"),
+            attention_dropout=get("attention_probs_dropout_prob"),
+            embedding_dropout=get("hidden_dropout_prob"),
             max_len=hf["max_position_embeddings"],
             norm_first=False,
             pos_encoding="learned",
-            tie_embeddings="all" if hf.get("tie_word_embeddings", True) else "none",
-            activation=activation_in(hf.get("hidden_act", "gelu"), "config.json: hidden_act"),
-            layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
+            tie_embeddings="all" if get("tie_word_embeddings") else "none",
+            activation=activation,
+            mlm_activation=activation,  # BertPredictionHeadTransform applies hidden_act too
+            layer_norm_eps=get("layer_norm_eps"),
             n_classes=len(labels),
             pooling=_pooling(directory),
             embed_scale=False,
             embedding_layer_norm=True,
-            n_token_types=hf.get("type_vocab_size", 2),
+            n_token_types=get("type_vocab_size"),
             final_logits_bias=has_mlm,
             pooler="tanh" if f"{prefix}pooler.dense.weight" in names else "none",
         )
@@ -234,6 +256,12 @@ def export_parts(model, tokenizer, run: dict) -> Exported:
         no_counterpart(config, architecture, pooling="first", pooler="tanh")
     else:
         architecture = "BertModel" if config.pooler == "tanh" else "BertForMaskedLM"
+    if architecture == "BertForMaskedLM" and config.mlm_activation != config.activation:
+        raise ValueError(
+            f"mlm_activation={config.mlm_activation!r} differs from activation="
+            f"{config.activation!r}: BertForMaskedLM has one hidden_act for its layers and its "
+            "masked-LM head"
+        )
     vmap = tokenizer.vocab_map
     prefix = "" if architecture == "BertModel" else "bert."
     state = dict(model.state_dict())

@@ -24,12 +24,37 @@ from aiayn.interop.hf import (
     Mapping,
     Rule,
     activation_in,
+    defaulted,
     no_counterpart,
     rule,
+    setting,
 )
 
 ARCHITECTURES = ("GPT2LMHeadModel",)
 ACTIVATIONS_OUT = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
+# What transformers' GPT2Config() holds for each key read here with a default: a key that
+# config.json leaves out means this value (tests check the table against transformers).
+REFERENCE = "GPT2Config"
+CONFIG_DEFAULTS = {
+    "n_embd": 768,
+    "n_head": 12,
+    "n_inner": None,  # 4 * n_embd
+    "n_layer": 12,
+    "n_positions": 1024,
+    "resid_pdrop": 0.1,
+    "attn_pdrop": 0.1,
+    "embd_pdrop": 0.1,
+    "activation_function": "gelu_new",
+    "layer_norm_epsilon": 1e-5,
+    "tie_word_embeddings": True,
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "add_cross_attention": False,
+    "bos_token_id": 50256,
+    "eos_token_id": 50256,
+    "pad_token_id": None,
+    "architectures": None,
+}
 
 
 def rules(config: ModelConfig) -> list[Rule]:
@@ -62,7 +87,7 @@ def rules(config: ModelConfig) -> list[Rule]:
 
 
 def _check(hf: dict) -> None:
-    declared = hf.get("architectures") or ["GPT2LMHeadModel"]
+    declared = setting(hf, CONFIG_DEFAULTS, "architectures") or ["GPT2LMHeadModel"]
     if declared[0] not in ARCHITECTURES:
         raise ValueError(
             f"config.json: architectures={declared} is not supported; "
@@ -73,21 +98,38 @@ def _check(hf: dict) -> None:
         ("scale_attn_by_inverse_layer_idx", False),
         ("add_cross_attention", False),
     ):
-        if hf.get(name, want) != want:
-            raise ValueError(f"config.json: {name}={hf[name]!r} is not supported (only {want!r})")
+        have = setting(hf, CONFIG_DEFAULTS, name)
+        if have != want:
+            raise ValueError(f"config.json: {name}={have!r} is not supported (only {want!r})")
 
 
-def vocab_map(text: str, hf: dict) -> VocabMap:
+def vocab_map(text: str, hf: dict, directory: Path) -> VocabMap:
     """<|endoftext|> (eos_token_id) is eos; bos starts as its copy; the rest are extras."""
     their_size = int(hf["vocab_size"])
-    eos = hf.get("eos_token_id")
-    if eos is None:
+    where = Path(directory) / (
+        "tokenizer.json" if (Path(directory) / "tokenizer.json").is_file() else "vocab.json"
+    )
+    eos = setting(hf, CONFIG_DEFAULTS, "eos_token_id")
+    if eos is None:  # config.json says null: the tokenizer's <|endoftext|>
         eos = hf_vocab.token_id(text, "<|endoftext|>")
-    if eos is None:
-        raise ValueError("config.json: no eos_token_id, and the tokenizer has no <|endoftext|>")
-    bos = hf.get("bos_token_id", eos)
+        if eos is None:
+            raise ValueError(f"config.json: eos_token_id is null, and {where} has no <|endoftext|>")
+    bos = setting(hf, CONFIG_DEFAULTS, "bos_token_id")
     bos = eos if bos is None else bos
-    pad = hf.get("pad_token_id")
+    pad = setting(hf, CONFIG_DEFAULTS, "pad_token_id")
+    for key, value in (("eos_token_id", eos), ("bos_token_id", bos), ("pad_token_id", pad)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < their_size:
+            raise ValueError(
+                f"config.json: {key}={value!r} is not an id below vocab_size={their_size}"
+                + defaulted(hf, key, REFERENCE)
+            )
+        if key != "pad_token_id" and hf_vocab.token_name_of(text, value) is None:
+            raise ValueError(
+                f"{where}: no token with id {value}, the {key} of config.json"
+                + defaulted(hf, key, REFERENCE)
+            )
     pad = None if pad in (eos, bos) else pad
     if bos == eos:  # one token for both: bos is an extra row, fed as <|endoftext|>
         specials, copies = (pad, None, None, eos, None), {BOS: eos}
@@ -99,28 +141,32 @@ def vocab_map(text: str, hf: dict) -> VocabMap:
 def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
     _check(hf)
     text = hf_vocab.tokenizer_json(directory, "byte_bpe")
-    vmap = vocab_map(text, hf)
-    d = hf.get("n_embd", 768)
+    vmap = vocab_map(text, hf, directory)
+
+    def get(key):
+        return setting(hf, CONFIG_DEFAULTS, key)
+
+    d = get("n_embd")
     try:
         config = ModelConfig(
             family="decoder-only",
             vocab_size=vmap.size,
             d_model=d,
-            n_heads=hf.get("n_head", 12),
-            d_ff=hf.get("n_inner") or 4 * d,
+            n_heads=get("n_head"),
+            d_ff=get("n_inner") or 4 * d,
             n_encoder_layers=0,
-            n_decoder_layers=hf.get("n_layer", 12),
-            dropout=hf.get("resid_pdrop", 0.1),
-            attention_dropout=hf.get("attn_pdrop", 0.1),
-            embedding_dropout=hf.get("embd_pdrop", 0.1),
-            max_len=hf.get("n_positions", 1024),
+            n_decoder_layers=get("n_layer"),
+            dropout=get("resid_pdrop"),
+            attention_dropout=get("attn_pdrop"),
+            embedding_dropout=get("embd_pdrop"),
+            max_len=get("n_positions"),
             norm_first=True,
             pos_encoding="learned",
-            tie_embeddings="all" if hf.get("tie_word_embeddings", True) else "none",
+            tie_embeddings="all" if get("tie_word_embeddings") else "none",
             activation=activation_in(
-                hf.get("activation_function", "gelu_new"), "config.json: activation_function"
+                get("activation_function"), "config.json: activation_function"
             ),
-            layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+            layer_norm_eps=get("layer_norm_epsilon"),
             embed_scale=False,
             final_logits_bias=True,  # -inf on the extra rows
         )

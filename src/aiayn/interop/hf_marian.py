@@ -20,7 +20,6 @@ differences need care:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -30,6 +29,7 @@ from aiayn.config import ModelConfig
 from aiayn.data.marian_tokenizer import SOURCE_SPM, TARGET_SPM, VOCAB_JSON, MarianTokenizer
 from aiayn.data.tokenizer import BOS, Tokenizer
 from aiayn.data.vocab_map import VocabMap
+from aiayn.errors import read_json_object
 from aiayn.interop import hf_vocab
 from aiayn.interop.hf import (
     Exported,
@@ -37,13 +37,36 @@ from aiayn.interop.hf import (
     Mapping,
     Rule,
     activation_in,
+    defaulted,
     no_counterpart,
     rule,
+    setting,
 )
 from aiayn.modeldir import untied_state_dict
 
 ACTIVATIONS_OUT = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "swish"}
 TIES = {(True, True): "all", (False, True): "decoder", (False, False): "none"}
+# What transformers' MarianConfig() holds for each key read here with a default: a key that
+# config.json leaves out means this value (tests check the table against transformers).
+# OPUS-MT checkpoints give swish and scale_embedding=true explicitly; the class says otherwise.
+REFERENCE = "MarianConfig"
+CONFIG_DEFAULTS = {
+    "activation_function": "gelu",
+    "scale_embedding": False,
+    "encoder_attention_heads": 16,
+    "decoder_attention_heads": 16,
+    "encoder_ffn_dim": 4096,
+    "decoder_ffn_dim": 4096,
+    "dropout": 0.1,
+    "attention_dropout": 0.0,
+    "max_position_embeddings": 1024,
+    "share_encoder_decoder_embeddings": True,
+    "tie_word_embeddings": True,
+    "pad_token_id": 58100,
+    "eos_token_id": 0,
+    "decoder_start_token_id": 58100,
+    "architectures": None,
+}
 
 
 def residual_perm(d_model: int) -> Tensor:
@@ -109,7 +132,7 @@ def rules(config: ModelConfig) -> list[Rule]:
 
 
 def _check(hf: dict) -> None:
-    declared = hf.get("architectures") or ["MarianMTModel"]
+    declared = setting(hf, CONFIG_DEFAULTS, "architectures") or ["MarianMTModel"]
     if declared[0] != "MarianMTModel":
         raise ValueError(
             f"config.json: architectures={declared} is not supported (only MarianMTModel)"
@@ -118,10 +141,12 @@ def _check(hf: dict) -> None:
         ("encoder_attention_heads", "decoder_attention_heads"),
         ("encoder_ffn_dim", "decoder_ffn_dim"),
     ):
-        if hf.get(ours) != hf.get(theirs):
+        a, b = setting(hf, CONFIG_DEFAULTS, ours), setting(hf, CONFIG_DEFAULTS, theirs)
+        if a != b:
             raise ValueError(
-                f"config.json: {ours}={hf.get(ours)} differs from {theirs}={hf.get(theirs)}; "
-                "aiayn's encoder and decoder share n_heads and d_ff"
+                f"config.json: {ours}={a}{defaulted(hf, ours, REFERENCE)} differs from "
+                f"{theirs}={b}{defaulted(hf, theirs, REFERENCE)}; aiayn's encoder and decoder "
+                "share n_heads and d_ff"
             )
     if hf.get("decoder_vocab_size") not in (None, hf.get("vocab_size")):
         raise ValueError(
@@ -141,28 +166,34 @@ def _tokenizer_files(directory: Path) -> tuple[bytes, bytes, dict]:
         raise FileNotFoundError(f"{directory}: no {', '.join(missing)} (Marian's tokenizer)")
     if hf_vocab.tokenizer_config(directory).get("separate_vocabs"):
         raise ValueError(f"{directory}: separate_vocabs=true is not supported")
-    try:
-        vocab = json.loads(paths[2].read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{paths[2]}: not valid JSON ({e})") from None
+    vocab = read_json_object(paths[2], "Marian vocabulary")
     return paths[0].read_bytes(), paths[1].read_bytes(), vocab
 
 
 def vocab_map(hf: dict, vocab: dict[str, int], unk_name: str) -> VocabMap:
     """bos = the decoder start token; pad = Marian's pad unless it is the start (OPUS-MT:
     then aiayn's pad is an extra row); eos, unk; mask only where the vocabulary has <mask>."""
-    pad, eos = hf.get("pad_token_id"), hf.get("eos_token_id")
-    start = hf.get("decoder_start_token_id", pad)
+    keys = ("pad_token_id", "eos_token_id", "decoder_start_token_id")
+    pad, eos, start = (setting(hf, CONFIG_DEFAULTS, k) for k in keys)
+    if start is None:
+        start = pad
     if start is None or eos is None:
         raise ValueError(
             "config.json: needs decoder_start_token_id (or pad_token_id) and eos_token_id"
         )
+    size = int(hf["vocab_size"])
+    for key, value in zip(keys, (pad, eos, start), strict=True):
+        if value is not None and not (isinstance(value, int) and 0 <= value < size):
+            raise ValueError(
+                f"config.json: {key}={value!r} is not an id below vocab_size={size}"
+                + defaulted(hf, key, REFERENCE)
+            )
     unk = vocab.get(unk_name)
     if unk is None:
         raise ValueError(f"{VOCAB_JSON}: no unk token {unk_name!r}")
     specials = (pad if pad != start else None, unk, start, eos, vocab.get("<mask>"))
     try:
-        return VocabMap(int(hf["vocab_size"]), specials, backend="marian")
+        return VocabMap(size, specials, backend="marian")
     except ValueError as e:
         raise ValueError(f"config.json: special ids: {e}") from None
 
@@ -172,8 +203,12 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
     source, target, vocab = _tokenizer_files(directory)
     options = hf_vocab.tokenizer_config(directory)
     vmap = vocab_map(hf, vocab, hf_vocab.token_name(options.get("unk_token")) or "<unk>")
-    share = bool(hf.get("share_encoder_decoder_embeddings", True))
-    tie = bool(hf.get("tie_word_embeddings", True))
+
+    def get(key):
+        return setting(hf, CONFIG_DEFAULTS, key)
+
+    share = bool(get("share_encoder_decoder_embeddings"))
+    tie = bool(get("tie_word_embeddings"))
     if (share, tie) not in TIES:
         raise ValueError(
             "config.json: share_encoder_decoder_embeddings=true with tie_word_embeddings=false "
@@ -184,22 +219,22 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
             family="encoder-decoder",
             vocab_size=vmap.size,
             d_model=hf["d_model"],
-            n_heads=hf["encoder_attention_heads"],
-            d_ff=hf["encoder_ffn_dim"],
+            n_heads=get("encoder_attention_heads"),
+            d_ff=get("encoder_ffn_dim"),
             n_encoder_layers=hf["encoder_layers"],
             n_decoder_layers=hf["decoder_layers"],
-            dropout=hf.get("dropout", 0.1),
-            attention_dropout=hf.get("attention_dropout", 0.0),
-            embedding_dropout=hf.get("dropout", 0.1),
-            max_len=hf.get("max_position_embeddings", 512),
+            dropout=get("dropout"),
+            attention_dropout=get("attention_dropout"),
+            embedding_dropout=get("dropout"),
+            max_len=get("max_position_embeddings"),
             norm_first=False,
             pos_encoding="sinusoidal",
             tie_embeddings=TIES[(share, tie)],
             activation=activation_in(
-                hf.get("activation_function", "swish"), "config.json: activation_function"
+                get("activation_function"), "config.json: activation_function"
             ),
             layer_norm_eps=1e-5,  # transformers' Marian uses LayerNorm's default
-            embed_scale=bool(hf.get("scale_embedding", True)),
+            embed_scale=bool(get("scale_embedding")),
             final_logits_bias=True,
         )
     except KeyError as e:

@@ -8,11 +8,11 @@ transformers' own conversion builds from them, so the ids are the same.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from aiayn.data.hf_tokenizer import _tokenizers
+from aiayn.errors import read_json_object
 
 
 def tokenizer_config(directory: Path) -> dict[str, Any]:
@@ -21,10 +21,7 @@ def tokenizer_config(directory: Path) -> dict[str, Any]:
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
         path = Path(directory) / name
         if path.is_file():
-            try:
-                out.update(json.loads(path.read_text()))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: not valid JSON ({e})") from None
+            out.update(read_json_object(path, "tokenizer config"))
     return out
 
 
@@ -123,3 +120,8 @@ def token_id(text: str, name: str | None) -> int | None:
         return None
     tok = _tokenizers().Tokenizer.from_str(text)
     return tok.token_to_id(name)
+
+
+def token_name_of(text: str, token: int) -> str | None:
+    """The token with id ``token`` in the tokenizer.json ``text`` (None if it has none)."""
+    return _tokenizers().Tokenizer.from_str(text).id_to_token(token)

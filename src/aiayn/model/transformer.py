@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model import masks
 from aiayn.model.attention import KVCache, Packing
 from aiayn.model.layers import (
+    ACTIVATIONS,
     DecoderLayer,
     EncoderLayer,
     LearnedPositionalEncoding,
@@ -339,8 +339,8 @@ class EncoderDecoder(nn.Module):
 class EncoderOnly(nn.Module):
     """BERT-style bidirectional encoder (Phuong & Hutter 2022, Algorithm 9).
 
-    ``forward`` gives masked-LM logits (B, T, V) through the head of Algorithm 9 (dense, GELU,
-    LayerNorm, unembedding); ``classify`` pools the final states into class logits (B, C),
+    ``forward`` gives masked-LM logits (B, T, V) through the head of Algorithm 9 (dense,
+    ``config.mlm_activation`` (GELU there), LayerNorm, unembedding); ``classify`` pools the final states into class logits (B, C),
     through BERT's pooler (dense + tanh) first when ``config.pooler`` is "tanh".
     """
 
@@ -352,6 +352,7 @@ class EncoderOnly(nn.Module):
         self.embed = Embedder(token, config)
         self.encoder = Encoder(config, config.n_encoder_layers)
         self.mlm_dense = nn.Linear(d, d)
+        self.mlm_activation = ACTIVATIONS[config.mlm_activation]
         self.mlm_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.unembed = _unembedding(config, config.vocab_size)
         self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if config.pooler == "tanh" else None
@@ -381,7 +382,7 @@ class EncoderOnly(nn.Module):
         The last step is the unembedding (Phuong & Hutter 2022, Algorithm 7, softmax left out).
         """
         h = _selected(self.encode(tokens, attention), select)  # (B, T, D) or (n, D)
-        h = self.mlm_norm(F.gelu(self.mlm_dense(h)))
+        h = self.mlm_norm(self.mlm_activation(self.mlm_dense(h)))
         return self.unembed(h)  # (B, T, V) or (n, V)
 
     def pool(self, h: Tensor, tokens: Tensor) -> Tensor:

@@ -211,6 +211,8 @@ class Trainer:
         where = f"its last checkpoint {existing[-1].name}"
         if not isinstance(old, dict):
             old, where = self._saved_run(), "run.json"
+        else:
+            self._check_run_json(existing[-1])
         if old is None:
             return
         old = json.loads(json.dumps(old))  # tuples as lists, as in run.json
@@ -227,6 +229,17 @@ class Trainer:
                     f"(by {where}; differs in: {shown}); resume it with its own settings, "
                     "or use a new output directory to start afresh"
                 )
+
+    def _check_run_json(self, checkpoint: Path) -> None:
+        """A damaged run.json is rewritten from the run config of the checkpoint resumed,
+        and the user told so (it may have been edited by hand)."""
+        try:
+            self._saved_run()
+        except UserError as e:
+            warnings.warn(
+                f"{e}; rewriting it from the run config stored in {checkpoint.name}",
+                stacklevel=3,
+            )
 
     TOKENIZER_KEYS = (
         "task", "corpus", "src_lang", "tgt_lang", "extra_train", "tokenizer", "vocab_size",
