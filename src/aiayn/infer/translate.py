@@ -30,7 +30,12 @@ def search(
 
     ``indices`` (B,) identify the sentences for sampling: sentence i's samples come from
     generators seeded by (``sampling.seed``, i, sample number); default 0 .. B-1.
+
+    ``model`` may also be a decoding engine (an object with a ``search`` method of this
+    signature, e.g. ``aiayn.interop.ctranslate2.CTranslate2Engine``), which then decodes.
     """
+    if not isinstance(model, torch.nn.Module):
+        return model.search(src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices)
     if sampling is not None:
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
