@@ -375,3 +375,47 @@ class CTranslate2Engine:
             ended = bool(tokens) and tokens[-1] == EOS
             scores.append(float(sum(log_probs if ended else log_probs[:-1])))
         return scores
+
+
+def sentencepiece_files(tokenizer) -> dict[str, bytes]:
+    """The sentencepiece model(s) a CTranslate2 user tokenizes with: one shared model
+    (``sentencepiece.model``), or Marian's source and target models."""
+    from aiayn.data.marian_tokenizer import SOURCE_SPM, TARGET_SPM, MarianTokenizer
+
+    if isinstance(tokenizer, MarianTokenizer):
+        if tokenizer.source_proto == tokenizer.target_proto:
+            return {"sentencepiece.model": tokenizer.source_proto}
+        return {SOURCE_SPM: tokenizer.source_proto, TARGET_SPM: tokenizer.target_proto}
+    proto = getattr(tokenizer, "proto", None)
+    if proto is None:
+        raise UserError(
+            f"the tokenizer ({type(tokenizer).__name__}) is not a sentencepiece model; "
+            "CTranslate2 and Argos Translate packages carry sentencepiece models"
+        )
+    return {"sentencepiece.model": proto}
+
+
+def export_ctranslate2(model_dir: Path, out: Path, quantization: str | None = None) -> dict:
+    """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole): the
+    converted model, which appends eos to each source itself (``add_source_eos``), and the
+    sentencepiece model(s) that cut text into its tokens::
+
+        sp = sentencepiece.SentencePieceProcessor(model_file=f"{out}/sentencepiece.model")
+        translator = ctranslate2.Translator(out)
+        result = translator.translate_batch([sp.encode(text, out_type=str)])
+        sp.decode(result[0].hypotheses[0])
+    """
+    model_dir, out = Path(model_dir), Path(out)
+    files = sentencepiece_files(load_tokenizer(model_dir))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        record = convert(model_dir, work / "model", quantization, add_source_eos=True)
+        for name, data in files.items():
+            (work / "model" / name).write_bytes(data)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(work / "model", out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"format": "ctranslate2", "out": str(out), **record, "tokenizer": sorted(files)}
