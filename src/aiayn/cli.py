@@ -169,8 +169,9 @@ def _kind(config: ModelConfig) -> str:
     return config.family
 
 
-def _load(model_dir: str, command: str, quantize: str | None = None):
-    """The model and tokenizer of ``model_dir``, if its family fits ``command``."""
+def _load(model_dir: str, command: str, quantize: str | None = None, engine: str = "torch"):
+    """The model and tokenizer of ``model_dir``, if its family fits ``command``; with
+    ``engine`` "ctranslate2", a ``CTranslate2Engine`` decodes in the model's place."""
     from aiayn.modeldir import load_config, load_model_and_tokenizer
 
     want = COMMAND_FAMILIES[command]
@@ -181,6 +182,11 @@ def _load(model_dir: str, command: str, quantize: str | None = None):
             f"{model_dir} holds a model of the {_kind(have)} family; {command} needs {article} "
             f"{want} model (this directory fits: aiayn {FAMILY_COMMANDS[_kind(have)]})"
         )
+    if engine == "ctranslate2":
+        from aiayn.interop.ctranslate2 import CTranslate2Engine
+
+        decoder = CTranslate2Engine(model_dir, quantize=quantize)
+        return decoder, decoder.tokenizer
     return load_model_and_tokenizer(model_dir, quantize=quantize)
 
 
@@ -275,7 +281,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
             f"--nbest ({args.nbest}) cannot exceed --beam ({args.beam}); with --sample, "
             "--nbest N draws N samples"
         )
-    model, tokenizer = _load(args.model_dir, "translate", args.quantize)
+    model, tokenizer = _load(args.model_dir, "translate", args.quantize, args.engine)
     total, seconds, produced = 0, 0.0, 0.0
     lines_in = _stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
@@ -457,6 +463,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.modeldir import read_run_json, write_text
 
     model, tokenizer = _load(args.model_dir, "evaluate", args.quantize)
+    decoder = None  # the model itself; the engine, when another one is asked for
+    if args.engine != "torch":
+        decoder = _load(args.model_dir, "evaluate", args.quantize, args.engine)[0]
     data = read_run_json(args.model_dir).get("data", {})
     config = DataConfig(
         corpus=args.corpus or data.get("corpus", "data/ding-de-en"),
@@ -464,7 +473,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         tgt_lang=data.get("tgt_lang", "en"),
     )
     scores, pairs, hyps = evaluate_translation(
-        model, tokenizer, config, args.split, args.limit, **_search_options(args)
+        model, tokenizer, config, args.split, args.limit, decoder=decoder, **_search_options(args)
     )
     out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
     write_text(out, "".join(h + "\n" for h in hyps))
@@ -487,9 +496,23 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from aiayn.interop.hf import export_hf
+    model_dir, out = Path(args.model_dir), _fresh_output(Path(args.out), args.force)
+    if args.format != "argos" and (args.source_lang or args.target_lang):
+        raise UserError("--from and --to are for --format argos")
+    if args.format == "hf":
+        from aiayn.interop.hf import export_hf
 
-    summary = export_hf(Path(args.model_dir), _fresh_output(Path(args.out), args.force))
+        if args.quantize:
+            raise UserError("--quantize is for --format ctranslate2 or argos")
+        summary = export_hf(model_dir, out)
+    elif args.format == "ctranslate2":
+        from aiayn.interop.ctranslate2 import export_ctranslate2
+
+        summary = export_ctranslate2(model_dir, out, args.quantize)
+    else:
+        from aiayn.interop.argos import export_argos
+
+        summary = export_argos(model_dir, out, args.source_lang, args.target_lang, args.quantize)
     print(json.dumps(summary, indent=2))
 
 
@@ -505,8 +528,20 @@ def _add_interop_parsers(sub) -> None:
 
     p = sub.add_parser("export", help="write an aiayn model directory in another format")
     p.add_argument("model_dir")
-    p.add_argument("--format", choices=["hf"], default="hf", help="hf: Hugging Face")
-    p.add_argument("--out", required=True, help="the directory to write")
+    p.add_argument(
+        "--format",
+        choices=["hf", "ctranslate2", "argos"],
+        default="hf",
+        help="hf: a Hugging Face (Marian, BERT, GPT-2) directory; ctranslate2: a CTranslate2 "
+        "model directory with its sentencepiece model; argos: an Argos Translate package "
+        "(.argosmodel) that Argos Translate and LibreTranslate install",
+    )
+    p.add_argument("--out", required=True, help="the directory (argos: the file) to write")
+    p.add_argument(
+        "--quantize", choices=["int8"], help="ctranslate2 / argos: CTranslate2's int8 weights"
+    )
+    p.add_argument("--from", dest="source_lang", help="argos: source language code (run.json's)")
+    p.add_argument("--to", dest="target_lang", help="argos: target language code (run.json's)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out")
     p.set_defaults(func=cmd_export)
 
@@ -527,7 +562,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize)
+    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize, args.engine)
     run_server(specs, config, args.host, args.port)
 
 
@@ -598,6 +633,16 @@ def _add_search_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="beam: stop a sentence once its best live hypothesis, finished now, would lose "
         "(faster; the default stops only when no live hypothesis can still win)",
+    )
+
+
+def _add_engine_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=["torch", "ctranslate2"],
+        default="torch",
+        help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached "
+        "in MODEL/.ctranslate2; pip install 'aiayn[ctranslate2]')",
     )
 
 
@@ -691,6 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_stdin_arguments(p)
     _add_quantize_argument(p)
+    _add_engine_argument(p)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("average", help="average the last K checkpoints into a model directory")
@@ -759,6 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int_range(0), default=5, help="sample translations to print")
     _add_search_arguments(p)
     _add_quantize_argument(p)
+    _add_engine_argument(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("serve", help="serve models over HTTP (LibreTranslate and OpenAI APIs)")
@@ -771,6 +818,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=int_range(0), default=0, help="torch threads (0 = torch's default)"
     )
     _add_quantize_argument(p)
+    _add_engine_argument(p)
     from aiayn.serve.config import ServeConfig
 
     for name, (default, text) in ServeConfig.flags().items():

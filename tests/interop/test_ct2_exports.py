@@ -27,11 +27,8 @@ MODEL = REPO_ROOT / "models" / "ding-de-en"
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    if not (MODEL / "model.safetensors").is_file():
-        pytest.skip("models/ding-de-en is not here")
-    directory = tmp_path_factory.mktemp("ding") / "model"
-    shutil.copytree(MODEL, directory, ignore=shutil.ignore_patterns(".ctranslate2", "*.png"))
+def shipped(shipped_copy):
+    directory = shipped_copy
     model, tokenizer = load_model_and_tokenizer(directory)
     lines = gzip.decompress((REPO_ROOT / "data/ding-de-en/test.de.gz").read_bytes())
     texts = lines.decode().splitlines()[:12]

@@ -42,12 +42,9 @@ N = 40
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
+def shipped(shipped_copy):
     """(copy of the shipped model, torch model, tokenizer, float32 engine, test sentences)."""
-    if not (MODEL / "model.safetensors").is_file():
-        pytest.skip("models/ding-de-en is not here")
-    directory = tmp_path_factory.mktemp("ding") / "model"
-    shutil.copytree(MODEL, directory, ignore=shutil.ignore_patterns(CACHE_DIR, "*.png"))
+    directory = shipped_copy
     model, tokenizer = load_model_and_tokenizer(directory)
     engine = CTranslate2Engine(directory, threads=1)
     lines = gzip.decompress((REPO_ROOT / "data/ding-de-en/test.de.gz").read_bytes())

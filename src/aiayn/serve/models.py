@@ -30,12 +30,14 @@ from aiayn.modeldir import load_config, load_model_and_tokenizer
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
-    ``quantize`` ("int8") quantizes a float model's linear layers as it loads."""
+    ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
+    "ctranslate2" translates with CTranslate2 (``aiayn.interop.ctranslate2``)."""
 
     path: Path
     name: str
     languages: tuple[str, ...] | None = None
     quantize: str | None = None
+    engine: str = "torch"
 
 
 def read_run(path: Path) -> dict:
@@ -51,6 +53,12 @@ def read_run(path: Path) -> dict:
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     config = load_config(spec.path)
+    if spec.engine not in ("torch", "ctranslate2"):
+        raise ValueError(f"engine {spec.engine!r}: allowed: torch, ctranslate2")
+    if spec.engine == "ctranslate2" and config.family != "encoder-decoder":
+        raise ValueError(
+            f"{spec.path}: the ctranslate2 engine translates; this is an {config.family} model"
+        )
     if not has_tokenizer(spec.path):
         raise FileNotFoundError(f"{spec.path}: no tokenizer (tokenizer.model or tokenizer.json)")
     run = read_run(spec.path)
@@ -78,6 +86,13 @@ class ServedModel:
         )
         self.config = self.model.config
         self.family = self.config.family
+        self.engine = spec.engine
+        self.decoder = self.model  # what translates
+        if spec.engine == "ctranslate2":
+            from aiayn.interop.ctranslate2 import CTranslate2Engine
+
+            threads = torch.get_num_threads()  # the server's --threads, as torch has them
+            self.decoder = CTranslate2Engine(self.path, quantize=spec.quantize, threads=threads)
         run = read_run(self.path)
         data = run.get("data", {})
         self.labels: list[str] | None = run.get("labels") if self.config.n_classes else None
@@ -118,13 +133,14 @@ class ServedModel:
             "languages": list(self.languages) if self.languages else None,
             "labels": self.labels,
             "quantization": (getattr(self.model, "quantization", None) or {}).get("method"),
+            "engine": self.engine,
             "path": str(self.path),
         }
 
     # --- run on the worker thread -------------------------------------------------------
 
     def translate(self, texts: list[str], **options) -> list[list[tuple[str, float | None]]]:
-        n_best = translate(self.model, self.tokenizer, texts, **options)
+        n_best = translate(self.decoder, self.tokenizer, texts, **options)
         return [[(t, None if math.isnan(s) else s) for t, s in hyps] for hyps in n_best]
 
     def classify(self, texts: list[str]) -> list[list[float]]:
