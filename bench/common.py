@@ -5,26 +5,35 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+# the vector units that change a CPU's speed and its float summation order
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
+    cpu, flags = None, None  # from the first processor listed
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and cpu is None:
+                cpu = value.strip()
+            elif key.strip() == "flags" and flags is None:
+                flags = [flag for flag in CPU_FLAGS if flag in value.split()]
     except OSError:
         pass
     return {
-        "cpu": cpu,
+        "cpu": cpu or platform.processor() or platform.machine(),
+        "cpu_flags": flags,
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -45,10 +54,44 @@ def median_time(fn, repeats: int = 5, warmup: int = 1, clock=time.perf_counter) 
     return statistics.median(times)
 
 
+def commit() -> str | None:
+    """The checked-out commit, with "+changes" when the working tree differs from it."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+changes" if dirty else "")
+
+
+def command() -> str:
+    """The command line that ran this benchmark, as a user would type it from the root."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script = script.relative_to(ROOT)
+    except ValueError:
+        pass
+    return shlex.join(["python", str(script), *sys.argv[1:]])
+
+
 def write_result(name: str, record: dict) -> Path:
+    """Append ``record`` to bench/results/NAME.jsonl with the time, machine, command and commit
+    (what docs/performance.md names beside each table; bench/report.py writes that page)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.jsonl"
-    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), **record}
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": machine(),
+        "command": command(),
+        "commit": commit(),
+        **record,
+    }
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
     return path

@@ -1,5 +1,6 @@
-"""README's table of Phuong & Hutter's Algorithms 1-15: every name in it exists and its
-docstring names the algorithm."""
+"""README's feature tables: every name in the table of Phuong & Hutter's Algorithms 1-15
+exists and its docstring names the algorithm; every name in the table of Vaswani et al.'s
+sections cites its section."""
 
 import importlib
 import re
@@ -44,5 +45,29 @@ def test_every_named_object_cites_its_algorithm():
         for number, names in table().items()
         for name in names
         if not re.search(rf"Algorithm {number}(?!\d)", resolve(name).__doc__ or "")
+    ]
+    assert not missing, missing
+
+
+def sections() -> dict[str, list[str]]:
+    """README's table of Vaswani et al. (2017) sections: section -> the names it lists."""
+    rows: dict[str, list[str]] = {}
+    for line in (REPO_ROOT / "README.md").read_text().splitlines():
+        match = re.match(r"\| (§[\d.]+) \|", line)
+        if match:
+            assert match.group(1) not in rows, f"{match.group(1)} has two rows"
+            rows[match.group(1)] = re.findall(r"`(aiayn(?:\.\w+)+)`", line)
+    return rows
+
+
+def test_every_named_object_cites_its_section():
+    rows = sections()
+    assert {"§3.1", "§3.2.1", "§3.2.2", "§3.3", "§3.4", "§3.5", "§5.3", "§5.4", "§6.1"} <= set(rows)
+    assert all(rows.values()), [s for s, names in rows.items() if not names]
+    missing = [
+        f"{name}: no '{section}'"
+        for section, names in rows.items()
+        for name in names
+        if not re.search(rf"{re.escape(section)}(?![\d])", resolve(name).__doc__ or "")
     ]
     assert not missing, missing

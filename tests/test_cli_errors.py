@@ -159,7 +159,7 @@ def test_an_unexpected_error_is_one_line_that_asks_for_debug(dirs, monkeypatch, 
     def broken(*args, **kwargs):
         raise TypeError("something inside")
 
-    monkeypatch.setattr("aiayn.infer.translate.translate", broken)
+    monkeypatch.setattr("aiayn.infer.translate.translate_texts", broken)
     stdin(monkeypatch, b"abc\n")
     code, _, err = run_cli(capsys, ["translate", str(dirs["tr"])])
     assert code == 1 and len(err.strip().splitlines()) == 1

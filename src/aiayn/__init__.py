@@ -1,7 +1,39 @@
-"""aiayn: the Transformer of Vaswani et al. (2017), tested line by line."""
+"""aiayn: the Transformer of Vaswani et al. (2017), tested line by line.
 
+``aiayn.load(path)`` opens a model directory as a ``Translator``, ``Generator``,
+``Classifier`` or ``Encoder`` (see ``aiayn.api``).
+"""
+
+from aiayn.api import (
+    Classification,
+    Classifier,
+    Encoder,
+    Generation,
+    Generator,
+    Hypothesis,
+    Sampling,
+    Translation,
+    Translator,
+    load,
+)
 from aiayn.config import ModelConfig
 from aiayn.model import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
 
 __version__ = "0.1.0"
-__all__ = ["DecoderOnly", "EncoderDecoder", "EncoderOnly", "ModelConfig", "build_model"]
+__all__ = [
+    "Classification",
+    "Classifier",
+    "DecoderOnly",
+    "Encoder",
+    "EncoderDecoder",
+    "EncoderOnly",
+    "Generation",
+    "Generator",
+    "Hypothesis",
+    "ModelConfig",
+    "Sampling",
+    "Translation",
+    "Translator",
+    "build_model",
+    "load",
+]

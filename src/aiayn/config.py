@@ -20,6 +20,9 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
 POOLINGS = ("max", "mean", "first")
 POOLERS = ("none", "tanh")
 FAMILIES = ("encoder-decoder", "encoder-only", "decoder-only")
+# aiayn's special token ids, the same in every model and tokenizer (an imported vocabulary is
+# permuted onto them, ``aiayn.data.vocab_map``); a model reads them from its config.
+PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
 # The ModelConfig fields that decide a model's shapes or outputs. A saved config.json must give
 # every one of them: a missing key would silently take its default (a model with 4 heads read
 # as one with 8). The dropout rates only act in training; fields added later keep their
@@ -183,6 +186,30 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def bos_id(self) -> int:
+        """The token a decoder starts from."""
+        return BOS
+
+    @property
+    def eos_id(self) -> int:
+        """The token that ends a sequence (appended to every source)."""
+        return EOS
+
+    @property
+    def max_positions(self) -> int | None:
+        """The most positions the model can encode: ``max_len`` for a learned table; None
+        for sinusoids (their table extends to any length, §3.5)."""
+        return self.max_len if self.pos_encoding == "learned" else None
+
+    def clamp_length(self, length):
+        """``length`` (an int or a tensor of lengths) cut to ``max_positions``: how long a
+        decoded sequence may grow."""
+        limit = self.max_positions
+        if limit is None:
+            return length
+        return length.clamp(max=limit) if hasattr(length, "clamp") else min(length, limit)
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:

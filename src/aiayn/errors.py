@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,24 @@ from typing import Any
 
 class UserError(ValueError):
     """Bad input the user can fix; the message names the file, line, field or flag."""
+
+
+class OptionError(UserError):
+    """A bad option of a call (``beam``, ``nbest``, ``sampling`` ...), named as the Python API
+    spells it; ``options`` lists the names the message uses, so that a front end can show
+    them in its own spelling (``renamed``: the command line's flags)."""
+
+    def __init__(self, message: str, *options: str) -> None:
+        super().__init__(message)
+        self.message, self.options = message, options
+
+    def renamed(self, names: dict[str, str]) -> str:
+        """The message with each option named as ``names`` says (default ``--option-name``)."""
+        text = self.message
+        for option in self.options:
+            flag = names.get(option, "--" + option.replace("_", "-"))
+            text = re.sub(rf"(?<![\w-]){re.escape(option)}(?![\w-])", flag, text)
+        return text
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -137,6 +156,7 @@ def _cause(error: BaseException, directory: Path | None = None) -> str:
 
 
 __all__ = [
+    "OptionError",
     "TrainingInterrupted",
     "atomic_write",
     "UserError",

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.config import BOS, EOS, MASK, PAD, UNK
 from aiayn.errors import UserError, read_json_object
 
-PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
 MASK_PIECE = "<mask>"
 TOKENIZER_FILE = "tokenizer.model"
 

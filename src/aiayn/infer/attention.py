@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.data.tokenizer import BOS, EOS
-from aiayn.infer.translate import search
+from aiayn.infer.translate import search, source_ids
 
 
 @dataclass
@@ -46,17 +45,16 @@ def translation_attention(
     if model.config.family != "encoder-decoder":
         raise ValueError(f"attention maps need an encoder-decoder model, not {model.config.family}")
     model.eval()
-    src_ids = tokenizer.encode([sentence])[0]
-    if len(src_ids) > model.config.max_len - 1:
+    (src_ids,), truncated = source_ids(model, tokenizer, [sentence])
+    if truncated:
         warnings.warn(
             f"the sentence is longer than the model's max_len ({model.config.max_len} tokens); "
             f"only its first {model.config.max_len - 1} tokens are read",
             stacklevel=2,
         )
-    src_ids = src_ids[: model.config.max_len - 1] + [EOS]
     src = torch.tensor([src_ids])  # (1, S)
     hyp = search(model, src, beam, lenpen, max_len_offset)[0][0].tokens
-    tgt_in = torch.tensor([[BOS] + hyp[:-1]])  # (1, T): row i predicts hyp[i]
+    tgt_in = torch.tensor([[model.config.bos_id] + hyp[:-1]])  # (1, T): row i predicts hyp[i]
     record: dict = {}
     model(src, tgt_in, attention=record)
     return AttentionMap(

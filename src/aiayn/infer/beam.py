@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.data.tokenizer import BOS, EOS, PAD
+from aiayn.config import BOS, EOS, PAD
 
 StepFn = Callable[[Tensor], Tensor]  # last tokens (B*K, 1) -> log-probs (B*K, V)
 ReorderFn = Callable[[Tensor], None]  # flat beam indices (B*K,) -> None
@@ -53,6 +53,8 @@ def beam_search(
     nbest: int = 1,
     device: torch.device | str = "cpu",
     early_stop: bool = False,
+    bos_id: int = BOS,
+    eos_id: int = EOS,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per sentence, best first.
 
@@ -65,14 +67,14 @@ def beam_search(
     (N*K, V), reading whatever it keeps (e.g. a KV cache) in beam order; ``reorder(index)``
     selects and re-orders the rows of that state after each step. Finished sentences leave
     the batch (N shrinks from B), so they cost no more decoder steps. ``max_len`` (B,) caps
-    each sentence's length.
+    each sentence's length. Hypotheses start from ``bos_id`` and finish with ``eos_id``.
     """
     b, k = batch_size, beam
     if nbest > k:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({k})")
     ids = torch.arange(b, device=device)  # (N,) the sentence of each row still searching
     limit = torch.as_tensor(max_len, device=device).expand(b).clone()  # (N,)
-    tokens = torch.full((b, k, 1), BOS, dtype=torch.long, device=device)  # (N, K, L)
+    tokens = torch.full((b, k, 1), bos_id, dtype=torch.long, device=device)  # (N, K, L)
     log_probs = torch.full((b, k), float("-inf"), device=device)  # (N, K) live hypotheses
     log_probs[:, 0] = 0.0  # all beams start identical: expand only the first
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
@@ -95,13 +97,13 @@ def beam_search(
         cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
         top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
         top_beam, top_token = top_index // v, top_index % v  # (N, 2K)
-        is_eos = top_token == EOS
+        is_eos = top_token == eos_id
 
         # eos among the top K candidates finishes a hypothesis
         eos_rank = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
         for row, j in eos_rank.nonzero().tolist():
             prefix = tokens[row, top_beam[row, j], 1:].tolist()
-            finalize(row, prefix + [EOS], top_scores[row, j].item())
+            finalize(row, prefix + [eos_id], top_scores[row, j].item())
 
         # the best K candidates that are not eos live on
         live_scores = top_scores.masked_fill(is_eos, float("-inf"))
@@ -155,12 +157,10 @@ def beam_decode(
     decoder's self-attention KV cache follows the beams.
     """
     model.eval()
-    b = src.size(0)
+    config, b = model.config, src.size(0)
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     state = model.new_state(src_mask, beams=beam)
-    max_len = (src != PAD).sum(1) + max_len_offset  # (B,)
-    if model.config.pos_encoding == "learned":
-        max_len = max_len.clamp(max=model.config.max_len)
+    max_len = config.clamp_length((src != config.pad_id).sum(1) + max_len_offset)  # (B,)
 
     def step(tokens: Tensor) -> Tensor:
         logits = model.decode(tokens, memory, state=state)[:, -1]  # (B*K, V); memory (B, S, D)
@@ -169,7 +169,10 @@ def beam_decode(
     def reorder(index: Tensor) -> None:  # a row's parent is a beam of the same sentence
         state.reorder(index, same_sources=True)
 
-    return beam_search(step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop)
+    return beam_search(
+        step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop,
+        config.bos_id, config.eos_id,
+    )  # fmt: skip
 
 
 @torch.no_grad()
@@ -187,15 +190,14 @@ def beam_continue(
     The first step runs the whole prompt (repeated per beam) through the model, filling the
     KV cache; each hypothesis holds the new tokens only.
     """
-    if (prompt == PAD).any():
+    config = model.config
+    if (prompt == config.pad_id).any():
         raise ValueError("beam_continue needs prompts of real tokens (no padding)")
     model.eval()
     b, k = prompt.size(0), beam
     state = model.new_state()
     pending = [prompt.repeat_interleave(k, dim=0)]  # (B*K, T), fed at the first step
-    limit = max_new_tokens
-    if model.config.pos_encoding == "learned":
-        limit = min(limit, model.config.max_len - prompt.size(1))
+    limit = config.clamp_length(prompt.size(1) + max_new_tokens) - prompt.size(1)
     if limit < 1:
         raise ValueError(f"no room for new tokens after a prompt of {prompt.size(1)}")
 
@@ -205,7 +207,10 @@ def beam_continue(
         return torch.log_softmax(logits.float(), dim=-1)
 
     max_len = torch.full((b,), limit, dtype=torch.long, device=prompt.device)
-    return beam_search(step, state.reorder, b, k, max_len, alpha, nbest, prompt.device, early_stop)
+    return beam_search(
+        step, state.reorder, b, k, max_len, alpha, nbest, prompt.device, early_stop,
+        config.bos_id, config.eos_id,
+    )  # fmt: skip
 
 
 def best_tokens(hyps: list[list[Hypothesis]]) -> Tensor:

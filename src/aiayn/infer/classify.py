@@ -13,6 +13,37 @@ from aiayn.data.labelled import encode_texts
 from aiayn.errors import UserError
 from aiayn.modeldir import load_config, load_model_and_tokenizer, read_run_json
 
+CLASSIFY_FITS = {
+    "encoder-decoder": "aiayn translate, evaluate or attention",
+    "decoder-only": "aiayn generate",
+    "encoder-only": "train with train.init_from = it (a pretrained encoder)",
+}
+
+
+def check_classifier(config, model_dir: Path) -> None:
+    """A ``UserError`` naming the family, unless ``config`` is an encoder-only classifier."""
+    if config.family != "encoder-only" or not config.n_classes:
+        head = " without a classifier head" if config.family == "encoder-only" else ""
+        raise UserError(
+            f"{model_dir} holds no text classifier but a model of the {config.family} "
+            f"family{head}; classify needs an encoder-only classifier (this directory fits: "
+            f"{CLASSIFY_FITS[config.family]})"
+        )
+
+
+def classifier_labels(model_dir: Path, n_classes: int) -> list[str]:
+    """The class names run.json records for a classifier of ``n_classes`` classes."""
+    labels = read_run_json(model_dir).get("labels")
+    run_file = Path(model_dir) / "run.json"
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise UserError(f"{run_file}: no 'labels' list (the class names of the classifier)")
+    if len(labels) != n_classes:
+        raise UserError(
+            f"{run_file}: {len(labels)} labels, but the classifier has {n_classes} "
+            "classes; restore the run.json saved with the model"
+        )
+    return labels
+
 
 def load_classifier(model_dir: Path, quantize: str | None = None):
     """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise.
@@ -20,27 +51,8 @@ def load_classifier(model_dir: Path, quantize: str | None = None):
     ``quantize`` ("int8") quantizes its linear layers (``aiayn.model.quantize``)."""
     model_dir = Path(model_dir)
     config = load_config(model_dir)
-    if config.family != "encoder-only" or not config.n_classes:
-        fits = {
-            "encoder-decoder": "aiayn translate, evaluate or attention",
-            "decoder-only": "aiayn generate",
-            "encoder-only": "train with train.init_from = it (a pretrained encoder)",
-        }
-        head = " without a classifier head" if config.family == "encoder-only" else ""
-        raise UserError(
-            f"{model_dir} holds no text classifier but a model of the {config.family} "
-            f"family{head}; classify needs an encoder-only classifier (this directory fits: "
-            f"{fits[config.family]})"
-        )
-    labels = read_run_json(model_dir).get("labels")
-    run_file = model_dir / "run.json"
-    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-        raise UserError(f"{run_file}: no 'labels' list (the class names of the classifier)")
-    if len(labels) != config.n_classes:
-        raise UserError(
-            f"{run_file}: {len(labels)} labels, but the classifier has {config.n_classes} "
-            "classes; restore the run.json saved with the model"
-        )
+    check_classifier(config, model_dir)
+    labels = classifier_labels(model_dir, config.n_classes)
     model, tokenizer = load_model_and_tokenizer(model_dir, quantize=quantize)
     return model, tokenizer, labels
 
@@ -74,12 +86,21 @@ def class_probabilities(
     """
     if not model_dirs:
         raise ValueError("no model directory given")
-    labels, total = None, None
+    members = []
     for model_dir in model_dirs:
-        model, tokenizer, these = load_classifier(model_dir, quantize)
+        model, tokenizer, labels = load_classifier(model_dir, quantize)
+        members.append((str(model_dir), model, tokenizer, labels))
+    return average_probabilities(members, texts, batch_size)
+
+
+def average_probabilities(members: list[tuple], texts: list[str], batch_size: int = 64):
+    """(labels, probabilities (N, C)) of ``texts`` averaged over ``members``, each
+    (name, model, tokenizer, labels); their labels must agree."""
+    labels, total = None, None
+    for name, model, tokenizer, these in members:
         if labels is not None and these != labels:
-            raise ValueError(
-                f"{model_dir} has labels {these}, but {model_dirs[0]} has {labels}: "
+            raise UserError(
+                f"{name} has labels {these}, but {members[0][0]} has {labels}: "
                 "an ensemble needs the same labels in the same order"
             )
         labels = these
@@ -87,10 +108,10 @@ def class_probabilities(
         if unknown:
             shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             warnings.warn(
-                f"{model_dir}: {len(unknown)} character(s) not in the vocabulary are read as "
+                f"{name}: {len(unknown)} character(s) not in the vocabulary are read as "
                 f"<unk>: {shown}",
                 stacklevel=2,
             )
-        probs = classify_texts(model, tokenizer, texts, batch_size, str(model_dir))  # (N, C)
+        probs = classify_texts(model, tokenizer, texts, batch_size, name)  # (N, C)
         total = probs if total is None else total + probs
-    return labels, total / len(model_dirs)
+    return labels, total / len(members)

@@ -6,14 +6,23 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.data.tokenizer import BOS, EOS, PAD
-
 
 @torch.no_grad()
 def greedy_decode(
     model, src: Tensor, max_len_offset: int = 50, max_len: int | None = None
 ) -> Tensor:
-    """Most likely next token at each step until eos; (B, S) sources to (B, L) token ids.
+    """Most likely next token at each step until eos; (B, S) sources to (B, L) token ids
+    (``greedy_search`` without the log-probabilities): Phuong & Hutter 2022, Algorithm 15 in
+    the limit temperature -> 0."""
+    return greedy_search(model, src, max_len_offset, max_len)[0]
+
+
+@torch.no_grad()
+def greedy_search(
+    model, src: Tensor, max_len_offset: int = 50, max_len: int | None = None
+) -> tuple[Tensor, Tensor]:
+    """Most likely next token at each step until eos: (B, S) sources to (B, L) token ids and
+    each output's log-probability under the model (B,), float64.
 
     Phuong & Hutter 2022, Algorithm 15 in the limit temperature -> 0.
 
@@ -22,34 +31,37 @@ def greedy_decode(
     rows of the KV cache go too) once a quarter of its rows are finished, so that the
     rows are re-indexed a few times per batch rather than at every step where a sentence
     ends. Each sentence decodes as it would alone. The output holds no bos, ends with eos
-    where one was made, and is padded.
+    where one was made, and is padded (with the config's pad id).
     """
     model.eval()
+    config = model.config
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     state = model.new_state(src_mask)
     b, device = src.size(0), src.device
     if max_len is None:
-        limit = (src != PAD).sum(1) + max_len_offset  # (B,)
+        limit = (src != config.pad_id).sum(1) + max_len_offset  # (B,)
     else:
         limit = torch.full((b,), max_len, dtype=torch.long, device=device)
-    if model.config.pos_encoding == "learned":  # no positions past the learned table
-        limit = limit.clamp(max=model.config.max_len)
+    limit = config.clamp_length(limit)  # no positions past a learned table
     steps = int(limit.max()) if b else 0
-    out = torch.full((b, steps), PAD, dtype=torch.long, device=device)
+    out = torch.full((b, steps), config.pad_id, dtype=torch.long, device=device)
+    log_prob = torch.zeros(b, dtype=torch.float64, device=device)
     rows = torch.arange(b, device=device)  # (N,) the sentence of each row of the batch
     live = torch.ones(b, dtype=torch.bool, device=device)  # (N,) rows still decoding
-    token = torch.full((b, 1), BOS, dtype=torch.long, device=device)
+    token = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
     width, n_live = 0, b
     for step in range(steps):
         select = None if n_live == len(rows) else live[:, None]  # (N, 1): no finished logits
         logits = model.decode(token, memory, state=state, select=select)  # (N, 1, V) | (n, V)
-        new = logits.reshape(n_live, -1).argmax(-1)  # (n,)
+        logits = logits.reshape(n_live, -1)  # (n, V)
+        new = logits.argmax(-1)  # (n,)
         sentence = rows[live] if select is not None else rows  # (n,)
         out[sentence, step] = new
+        log_prob[sentence] += torch.log_softmax(logits.float(), -1).gather(1, new[:, None])[:, 0]
         width = step + 1
-        ended = (new == EOS) | (limit[sentence] <= width)  # (n,)
+        ended = (new == config.eos_id) | (limit[sentence] <= width)  # (n,)
         if select is not None:  # finished rows read eos: a real token, never looked at
-            token = torch.full_like(token, EOS)
+            token = torch.full_like(token, config.eos_id)
         token[live, 0] = new
         if ended.any():
             live[live.clone()] = ~ended
@@ -60,4 +72,4 @@ def greedy_decode(
                 keep = live.nonzero().squeeze(1)  # (N',)
                 rows, token, live = rows[keep], token[keep], live[keep]
                 state.reorder(keep)  # memory itself is read on the first step only
-    return out[:, :width]  # (B, L)
+    return out[:, :width], log_prob  # (B, L), (B,)

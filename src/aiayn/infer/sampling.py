@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.data.tokenizer import BOS, EOS, PAD
+from aiayn.config import EOS, PAD
+from aiayn.errors import OptionError
 from aiayn.infer.beam import Hypothesis
 
 # every token so far of each live row (N, L) -> next-token logits (N, V)
@@ -32,17 +33,19 @@ StepFn = Callable[[Tensor], Tensor]
 ReorderFn = Callable[[Tensor], None]  # rows to keep (N',) -> None
 
 
-def check_settings(temperature: float, top_k: int, top_p: float) -> None:
-    """``ValueError`` naming the setting unless 0 <= temperature < inf (0 = greedy),
-    top_k >= 0 (0 = no top-k filter) and 0 < top_p <= 1; NaN is rejected."""
+def check_settings(temperature: float, top_k: int | None, top_p: float) -> None:
+    """``OptionError`` (a ``ValueError``) naming the setting unless 0 <= temperature < inf
+    (0 = greedy), top_k >= 0 (0 or None = no top-k filter) and 0 < top_p <= 1; NaN is
+    rejected."""
     if not (temperature >= 0 and math.isfinite(temperature)):
-        raise ValueError(
-            f"temperature must be a finite number >= 0 (0 = greedy), got {temperature}"
+        raise OptionError(
+            f"temperature must be a finite number >= 0 (0 = greedy), got {temperature}",
+            "temperature",
         )
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0 (0 = no top-k filter), got {top_k}")
+    if top_k is not None and top_k < 0:
+        raise OptionError(f"top_k must be >= 0 (0 = no top-k filter), got {top_k}", "top_k")
     if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        raise OptionError(f"top_p must be in (0, 1], got {top_p}", "top_p")
 
 
 @dataclass(frozen=True)
@@ -51,20 +54,26 @@ class Sampling:
 
     ``temperature`` 0 is greedy (the limit temperature -> 0); ``top_k`` None keeps every
     token, else the k most likely; ``top_p`` keeps the smallest set of most likely tokens
-    whose mass reaches p (1 = all); ``seed`` seeds every sentence's own generator.
+    whose mass reaches p (1 = all); ``seed`` seeds every sentence's own generator, so a
+    sentence samples the same in any batch (None: torch's global generator, a fresh draw
+    each call). Invalid settings raise ``aiayn.errors.OptionError`` naming the field::
+
+        aiayn.Sampling(temperature=0.8, top_p=0.95, seed=1)
     """
 
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float = 1.0
-    seed: int = 0
+    seed: int | None = 0
 
     def __post_init__(self) -> None:
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1 (or None: no top-k filter), got {self.top_k}")
-        check_settings(self.temperature, self.top_k or 0, self.top_p)
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
+            raise OptionError(
+                f"top_k must be >= 1 (or None: no top-k filter), got {self.top_k}", "top_k"
+            )
+        check_settings(self.temperature, self.top_k, self.top_p)
+        if self.seed is not None and self.seed < 0:
+            raise OptionError(f"seed must be >= 0, got {self.seed}", "seed")
 
 
 def row_seed(seed: int, *keys: int) -> int:
@@ -83,7 +92,7 @@ def row_generators(seed: int, indices: Sequence[int], n: int = 1) -> list[torch.
     return [torch.Generator().manual_seed(row_seed(seed, i, j)) for i in indices for j in range(n)]
 
 
-def filter_logits(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+def filter_logits(logits: Tensor, top_k: int | None = 0, top_p: float = 1.0) -> Tensor:
     """Keep the ``top_k`` most likely tokens and the smallest set whose mass reaches ``top_p``.
 
     ``logits`` (N, V); the rest become -inf. The most likely token always survives.
@@ -102,7 +111,7 @@ def filter_logits(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
 
 
 def sampling_distribution(
-    logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = 0, top_p: float = 1.0
 ) -> Tensor:
     """softmax(filter(logits / temperature)): what a token is drawn from; (N, V) float32."""
     check_settings(temperature, top_k, top_p)
@@ -127,7 +136,7 @@ def _uniforms(n: int, generator, device: torch.device) -> Tensor:
 def sample_next(
     logits: Tensor,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = 0,
     top_p: float = 1.0,
     generator: torch.Generator | Sequence[torch.Generator] | None = None,
 ) -> Tensor:
@@ -153,7 +162,7 @@ def sample_steps(
     start: Tensor,
     max_new: Tensor | int,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = 0,
     top_p: float = 1.0,
     generators: Sequence[torch.Generator] | None = None,
     eos_id: int | None = EOS,
@@ -199,7 +208,7 @@ def sample_search(
     start: Tensor,
     max_new: Tensor | int,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = 0,
     top_p: float = 1.0,
     generators: Sequence[torch.Generator] | None = None,
     eos_id: int | None = EOS,
@@ -237,7 +246,7 @@ def sample_decode(
     model,
     src: Tensor,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = 0,
     top_p: float = 1.0,
     generators: Sequence[torch.Generator] | None = None,
     n: int = 1,
@@ -258,15 +267,14 @@ def sample_decode(
     if n < 1:
         raise ValueError(f"n (samples per sentence) must be >= 1, got {n}")
     model.eval()
-    b = src.size(0)
+    config, b = model.config, src.size(0)
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     if n > 1:
         memory = memory.repeat_interleave(n, dim=0)  # (B*n, S, D)
         src_mask = src_mask.repeat_interleave(n, dim=0)  # (B*n, 1, 1, S)
     state = model.new_state(src_mask)
-    limit = ((src != PAD).sum(1) + max_len_offset).repeat_interleave(n)  # (B*n,)
-    if model.config.pos_encoding == "learned":  # no positions past the learned table
-        limit = limit.clamp(max=model.config.max_len)
+    limit = (src != config.pad_id).sum(1) + max_len_offset  # (B,)
+    limit = config.clamp_length(limit).repeat_interleave(n)  # (B*n,) within a learned table
     live = {"memory": memory}
 
     def step(tokens: Tensor) -> Tensor:
@@ -276,13 +284,14 @@ def sample_decode(
         live["memory"] = live["memory"][keep]
         state.reorder(keep)
 
-    start = torch.full((b * n, 1), BOS, dtype=torch.long, device=src.device)
+    start = torch.full((b * n, 1), config.bos_id, dtype=torch.long, device=src.device)
     out, log_prob = sample_search(
-        step, reorder, start, limit, temperature, top_k, top_p, generators, exclude=[PAD]
-    )
+        step, reorder, start, limit, temperature, top_k, top_p, generators,
+        config.eos_id, config.pad_id, exclude=[config.pad_id],
+    )  # fmt: skip
     hyps = []
     for row, lp in zip(out.tolist(), log_prob.tolist(), strict=True):
-        hyps.append(Hypothesis([t for t in row if t != PAD], lp, lp))
+        hyps.append(Hypothesis([t for t in row if t != config.pad_id], lp, lp))
     return [hyps[i * n : (i + 1) * n] for i in range(b)]
 
 
@@ -292,7 +301,7 @@ def generate(
     prompt: Tensor,
     max_new_tokens: int,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = 0,
     top_p: float = 1.0,
     eos_id: int | None = None,
     seed: int | None = None,
@@ -318,7 +327,7 @@ def generate_steps(
     prompt: Tensor,
     max_new_tokens: int,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = 0,
     top_p: float = 1.0,
     eos_id: int | None = None,
     seed: int | None = None,
@@ -334,10 +343,7 @@ def generate_steps(
     generators = None
     if seed is not None:
         generators = row_generators(seed, range(prompt.size(0)))
-    if context is None:
-        context = model.config.max_len
-    if model.config.pos_encoding == "learned":
-        context = min(context, model.config.max_len)
+    context = model.config.clamp_length(model.config.max_len if context is None else context)
     live = {"state": model.new_state(), "fresh": True}
 
     def step(tokens: Tensor) -> Tensor:
@@ -352,7 +358,7 @@ def generate_steps(
     def reorder(keep: Tensor) -> None:
         live["state"].reorder(keep)
 
-    fill = PAD if eos_id is None else eos_id  # what a finished row repeats
+    fill = model.config.pad_id if eos_id is None else eos_id  # what a finished row repeats
     drawn = sample_steps(
         step, reorder, prompt, max_new_tokens, temperature, top_k, top_p, generators, eos_id
     )

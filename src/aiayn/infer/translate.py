@@ -8,9 +8,9 @@ import warnings
 import torch
 
 from aiayn.data.batching import pad
-from aiayn.data.tokenizer import EOS, PAD, Tokenizer
+from aiayn.data.tokenizer import Tokenizer
 from aiayn.infer.beam import Hypothesis, beam_decode
-from aiayn.infer.greedy import greedy_decode
+from aiayn.infer.greedy import greedy_search
 from aiayn.infer.sampling import Sampling, row_generators, sample_decode
 
 
@@ -28,6 +28,8 @@ def search(
     """Greedy search (beam 1), beam search (§6.1) or, with ``sampling``, ``nbest`` samples
     (Phuong & Hutter 2022, Algorithm 15) over sources (B, S): n-best lists per sentence.
 
+    A greedy hypothesis's score is its log-probability; a beam hypothesis's is
+    log P / lp (§6.1); a sample's is its log-probability under the model.
     ``indices`` (B,) identify the sentences for sampling: sentence i's samples come from
     generators seeded by (``sampling.seed``, i, sample number); default 0 .. B-1.
 
@@ -40,19 +42,30 @@ def search(
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
         indices = list(range(src.size(0))) if indices is None else indices
-        generators = row_generators(sampling.seed, indices, nbest)
-        s = sampling
+        s, generators = sampling, None
+        if s.seed is not None:
+            generators = row_generators(s.seed, indices, nbest)
         return sample_decode(
-            model, src, s.temperature, s.top_k or 0, s.top_p, generators, nbest, max_len_offset
+            model, src, s.temperature, s.top_k, s.top_p, generators, nbest, max_len_offset
         )
     if beam == 1 and nbest == 1:
-        out = greedy_decode(model, src, max_len_offset)  # (B, L)
-        rows = []
-        for row in out.tolist():
-            tokens = [t for t in row if t != PAD]
-            rows.append([Hypothesis(tokens, float("nan"), float("nan"))])
-        return rows
+        out, log_prob = greedy_search(model, src, max_len_offset)  # (B, L), (B,)
+        pad_id = model.config.pad_id
+        return [
+            [Hypothesis([t for t in row if t != pad_id], lp, lp)]
+            for row, lp in zip(out.tolist(), log_prob.tolist(), strict=True)
+        ]
     return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop)
+
+
+def source_ids(model, tokenizer: Tokenizer, texts: list[str]) -> tuple[list[list[int]], list[int]]:
+    """The encoder inputs of ``texts`` (cut to the model's ``max_len`` with eos) and the
+    indices of the texts that were cut."""
+    config = model.config
+    ids = tokenizer.encode(texts)
+    limit = config.max_len - 1
+    truncated = [i for i, x in enumerate(ids) if len(x) > limit]
+    return [x[:limit] + [config.eos_id] for x in ids], truncated
 
 
 def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
@@ -70,6 +83,49 @@ def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
+def translate_texts(
+    model,
+    tokenizer: Tokenizer,
+    texts: list[str],
+    beam: int = 1,
+    lenpen: float = 0.6,
+    max_len_offset: int = 50,
+    nbest: int = 1,
+    early_stop: bool = False,
+    max_tokens: int = 4096,
+    sampling: Sampling | None = None,
+    first_index: int = 0,
+) -> tuple[list[list[tuple[str, Hypothesis]]], list[int]]:
+    """n-best (text, hypothesis) lists for ``texts`` in input order, and the indices of the
+    texts longer than the model's ``max_len`` (only their first ``max_len - 1`` tokens are
+    read).
+
+    Sentences are sorted by length and batched up to ``max_tokens`` source tokens times the
+    beam (or ``nbest``). With ``sampling`` (beam 1), ``nbest`` samples per sentence in the
+    order drawn, each scored by its log-probability under the model; ``texts[k]`` counts as
+    sentence ``first_index + k`` for the seeds, so a sentence samples the same whatever else
+    is translated with it (pass the running line number when translating a stream in parts).
+    """
+    if nbest < 1:
+        raise ValueError(f"nbest must be >= 1, got {nbest}")
+    if sampling is not None and beam != 1:
+        raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
+    ids, truncated = source_ids(model, tokenizer, texts)
+    out: list = [None] * len(ids)
+    budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
+    device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else "cpu"
+    for chunk in length_batches([len(x) for x in ids], budget):
+        src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
+        indices = [first_index + k for k in chunk]
+        hyps = search(
+            model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices
+        )
+        for k, n_best in zip(chunk, hyps, strict=True):
+            texts_out = tokenizer.decode([h.tokens for h in n_best])
+            out[k] = list(zip(texts_out, n_best, strict=True))
+    return out, truncated
+
+
 def translate(
     model,
     tokenizer: Tokenizer,
@@ -84,55 +140,41 @@ def translate(
     sampling: Sampling | None = None,
     first_index: int = 0,
 ) -> list[list[tuple[str, float]]]:
-    """n-best (translation, score) lists for ``texts``, in input order.
+    """n-best (translation, score) lists for ``texts``, in input order (``translate_texts``
+    with the scores only; ``aiayn.load(...).translate`` gives typed results).
 
-    Sentences are sorted by length and batched up to ``max_tokens`` source tokens times the
-    beam (or ``nbest``); ``stats`` (if given) receives sentences/s, generated tokens/s and
-    "truncated", the indices of the texts longer than the model's ``max_len`` (only their first
-    ``max_len - 1`` tokens are read; without ``stats`` that is a warning).
-    With ``sampling`` (beam 1), ``nbest`` samples per sentence in the order drawn, each
-    scored by its log-probability under the model; ``texts[k]`` counts as sentence
-    ``first_index + k`` for the seeds, so a sentence samples the same whatever else is
-    translated with it (pass the running line number when translating a stream in parts).
+    ``stats`` (if given) receives sentences/s, generated tokens/s and "truncated", the
+    indices of the texts longer than the model's ``max_len``; without ``stats`` those are a
+    warning.
     """
-    if nbest < 1:
-        raise ValueError(f"nbest must be >= 1, got {nbest}")
-    if sampling is not None and beam != 1:
-        raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
-    ids = tokenizer.encode(texts)
-    limit = model.config.max_len - 1
-    truncated = [i for i, x in enumerate(ids) if len(x) > limit]
+    start = time.perf_counter()
+    out, truncated = translate_texts(
+        model, tokenizer, texts, beam, lenpen, max_len_offset, nbest, early_stop, max_tokens,
+        sampling, first_index,
+    )  # fmt: skip
     if truncated and stats is None:
         warnings.warn(
-            f"{len(truncated)} of {len(ids)} texts are longer than the model's max_len "
-            f"({model.config.max_len} tokens); only their first {limit} tokens are translated",
+            f"{len(truncated)} of {len(texts)} texts are longer than the model's max_len "
+            f"({model.config.max_len} tokens); only their first {model.config.max_len - 1} "
+            "tokens are translated",
             stacklevel=2,
         )
-    ids = [x[:limit] + [EOS] for x in ids]
-    out: list = [None] * len(ids)
-    budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
-    start, produced = time.perf_counter(), 0
-    for chunk in length_batches([len(x) for x in ids], budget):
-        src = pad([ids[k] for k in chunk])
-        indices = [first_index + k for k in chunk]
-        hyps = search(
-            model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices
-        )
-        for k, n_best in zip(chunk, hyps, strict=True):
-            if sampling is not None:  # every sample is output
-                produced += sum(len(h.tokens) for h in n_best)
-            else:  # beam search: the best hypothesis's tokens
-                produced += len(n_best[0].tokens) if n_best else 0
-            texts_out = tokenizer.decode([h.tokens for h in n_best])
-            out[k] = [(t, h.score) for t, h in zip(texts_out, n_best, strict=True)]
     if stats is not None:
         seconds = max(time.perf_counter() - start, 1e-9)
+        produced = sum(produced_tokens([h for _, h in n_best], sampling) for n_best in out)
         stats.update(
             sentences_per_s=len(texts) / seconds,
             tokens_per_s=produced / seconds,
             truncated=truncated,
         )
-    return out
+    return [[(text, h.score) for text, h in n_best] for n_best in out]
+
+
+def produced_tokens(n_best: list, sampling: Sampling | None) -> int:
+    """Tokens a search generated for one sentence: every sample's, or the best hypothesis's."""
+    if sampling is not None:
+        return sum(len(h.tokens) for h in n_best)
+    return len(n_best[0].tokens) if n_best else 0
 
 
 def translate_best(model, tokenizer: Tokenizer, texts: list[str], **kwargs) -> list[str]:

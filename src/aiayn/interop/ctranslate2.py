@@ -179,13 +179,27 @@ def _stamp(directory: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _device(device) -> tuple[str, int]:
+    """CTranslate2's (device, device_index) of a torch device: cpu or cuda only."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise UserError(f"device {device!r}: CTranslate2 runs on cpu or cuda (e.g. cuda:0)")
+    return parsed.type, parsed.index or 0
+
+
 class CTranslate2Engine:
     """Decodes an aiayn encoder-decoder with ``ctranslate2.Translator``.
 
     ``search`` has the meaning and the answer of ``aiayn.infer.translate.search`` (which
     hands it the work when given this engine in place of a model); ``config`` and
     ``tokenizer`` are the model directory's. ``quantize`` "int8" decodes with CTranslate2's
-    int8; ``threads`` 0 lets CTranslate2 choose.
+    int8; ``device`` is a torch device ("cpu", "cuda", "cuda:1"); ``threads`` 0 lets
+    CTranslate2 choose.
     """
 
     name = "ctranslate2"
@@ -205,8 +219,10 @@ class CTranslate2Engine:
         self.tokenizer = load_tokenizer(self.model_dir)
         self.quantization = quantize
         self.path = cached_model(self.model_dir, quantize, cache_dir)
+        kind, index = _device(device)
         self._options = dict(
-            device=device,
+            device=kind,
+            device_index=index,
             compute_type="int8" if quantize == "int8" else "float32",
             inter_threads=1,
             intra_threads=threads,
@@ -334,7 +350,7 @@ class CTranslate2Engine:
 
     def _sample(self, sources, limits, nbest, sampling) -> list[list[Hypothesis]]:
         """CTranslate2 seeds a translator's random generators when it starts its threads,
-        so a seeded call runs on a translator of its own."""
+        so a seeded call runs on a translator of its own (an unseeded one on the engine's)."""
         import ctranslate2
 
         greedy = sampling.temperature == 0
@@ -347,8 +363,10 @@ class CTranslate2Engine:
         )
         out: list = [None] * len(sources)
         with self._seed_lock:
-            ctranslate2.set_random_seed(sampling.seed)
-            translator = ctranslate2.Translator(str(self.path), **self._options)
+            translator = self.translator  # seed None: a fresh draw each call
+            if sampling.seed is not None:
+                ctranslate2.set_random_seed(sampling.seed)
+                translator = ctranslate2.Translator(str(self.path), **self._options)
             for limit, members in self._groups(limits).items():
                 results = translator.translate_batch(
                     [sources[i] for i in members], **options, **self._common(limit)

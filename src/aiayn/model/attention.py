@@ -16,7 +16,7 @@ from torch import Tensor, nn
 def attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: float = 0.0
 ) -> tuple[Tensor, Tensor]:
-    """softmax(Q K^T / sqrt(d_k)) V, written out (Vaswani et al. 2017 eq. 1).
+    """softmax(Q K^T / sqrt(d_k)) V, written out (Vaswani et al. 2017 §3.2.1, eq. 1).
 
     Phuong & Hutter 2022, Algorithm 3 for each query row, Algorithm 4 (Attention with a
     Mask from ``aiayn.model.masks``) for all of them at once, batched over heads.

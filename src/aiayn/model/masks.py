@@ -33,7 +33,8 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 
 
 def causal_mask(length: int, device: torch.device | None = None, offset: int = 0) -> Tensor:
-    """Lower-triangular mask (Phuong & Hutter 2022, Algorithm 4, unidirectional).
+    """Lower-triangular mask (Vaswani et al. 2017 §3.2.3; Phuong & Hutter 2022, Algorithm 4,
+    unidirectional).
 
     Query ``i`` sits at position ``offset + i`` and may attend to keys ``0 .. offset + i``.
     Returns (1, 1, T, offset + T).

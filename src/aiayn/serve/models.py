@@ -1,37 +1,31 @@
-"""The models a server holds: loaded once, each with its tokenizer, labels and languages.
+"""The models a server holds: each an API object (``aiayn.load``) with its name and languages.
 
 Every method that computes runs on the model's worker thread (see ``batching``) and calls the
-same library functions as the command line: ``translate`` (greedy / beam search),
-``generate_steps`` (sampling), ``classify_texts``, ``embed_texts`` and
-``translation_attention``.
+API object, as the command line does; nothing here tokenizes or decodes on its own.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
+import aiayn
+from aiayn.api import Classifier, Generator, Translation, Translator
+from aiayn.api.generator import CompletionText
+from aiayn.api.load import ENGINES
 from aiayn.data.tokenizer import has_tokenizer
-from aiayn.infer.attention import AttentionMap, translation_attention
-from aiayn.infer.classify import classify_texts
-from aiayn.infer.embed import embed_texts
-from aiayn.infer.sampling import generate_steps
-from aiayn.infer.translate import translate
-from aiayn.model.quantize import stored_weights
-from aiayn.modeldir import load_config, load_model_and_tokenizer
+from aiayn.infer.attention import AttentionMap
+from aiayn.modeldir import load_config
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
-    "ctranslate2" translates with CTranslate2 (``aiayn.interop.ctranslate2``)."""
+    "ctranslate2" translates with CTranslate2 (``aiayn.load``'s engine)."""
 
     path: Path
     name: str
@@ -53,8 +47,8 @@ def read_run(path: Path) -> dict:
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     config = load_config(spec.path)
-    if spec.engine not in ("torch", "ctranslate2"):
-        raise ValueError(f"engine {spec.engine!r}: allowed: torch, ctranslate2")
+    if spec.engine not in ENGINES:
+        raise ValueError(f"engine {spec.engine!r}: allowed: {', '.join(ENGINES)}")
     if spec.engine == "ctranslate2" and config.family != "encoder-decoder":
         raise ValueError(
             f"{spec.path}: the ctranslate2 engine translates; this is an {config.family} model"
@@ -76,34 +70,24 @@ def check_spec(spec: ModelSpec) -> str:
 
 
 class ServedModel:
-    """A loaded model with what the endpoints need to know about it."""
+    """An API object (``api``: a Translator, Generator, Classifier or Encoder) with what the
+    endpoints need to know about it: its name, languages and labels."""
 
     def __init__(self, spec: ModelSpec) -> None:
         check_spec(spec)
         self.name, self.path = spec.name, Path(spec.path)
-        self.model, self.tokenizer = load_model_and_tokenizer(  # checked together
-            self.path, quantize=spec.quantize
-        )
-        self.config = self.model.config
-        self.family = self.config.family
+        self.api = aiayn.load(self.path, quantize=spec.quantize, engine=spec.engine)
         self.engine = spec.engine
-        self.decoder = self.model  # what translates
-        if spec.engine == "ctranslate2":
-            from aiayn.interop.ctranslate2 import CTranslate2Engine
-
-            threads = torch.get_num_threads()  # the server's --threads, as torch has them
-            self.decoder = CTranslate2Engine(self.path, quantize=spec.quantize, threads=threads)
-        run = read_run(self.path)
-        data = run.get("data", {})
-        self.labels: list[str] | None = run.get("labels") if self.config.n_classes else None
-        self.context = int(data.get("block_size") or self.config.max_len)
-        if self.family == "decoder-only" and self.config.pos_encoding == "learned":
-            self.context = min(self.context, self.config.max_len)
+        self.config = self.api.config
+        self.family = self.config.family
+        self.labels: list[str] | None = (
+            self.api.labels if isinstance(self.api, Classifier) else None
+        )
+        self.context = self.api.context if isinstance(self.api, Generator) else None
         self.languages = spec.languages
-        if self.languages is None and self.family == "encoder-decoder":
-            if data.get("task", "translation") == "translation" and "src_lang" in data:
-                self.languages = (data["src_lang"], data["tgt_lang"])
-        self.parameters = stored_weights(self.model)  # int8 weights are buffers
+        if self.languages is None and isinstance(self.api, Translator):
+            self.languages = self.api.languages
+        self.parameters = self.api.parameters
 
     @property
     def is_translator(self) -> bool:
@@ -116,10 +100,10 @@ class ServedModel:
     @property
     def max_text_tokens(self) -> int:
         """The longest text (in tokens, before eos) the model reads whole."""
-        return self.config.max_len - 1
+        return self.api.max_text_tokens
 
     def token_counts(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer.encode(texts)]
+        return self.api.token_counts(texts)
 
     def describe(self) -> dict:
         return {
@@ -132,28 +116,27 @@ class ServedModel:
             "max_len": self.config.max_len,
             "languages": list(self.languages) if self.languages else None,
             "labels": self.labels,
-            "quantization": (getattr(self.model, "quantization", None) or {}).get("method"),
+            "quantization": self.api.quantization,
             "engine": self.engine,
             "path": str(self.path),
         }
 
     # --- run on the worker thread -------------------------------------------------------
 
-    def translate(self, texts: list[str], **options) -> list[list[tuple[str, float | None]]]:
-        n_best = translate(self.decoder, self.tokenizer, texts, **options)
-        return [[(t, None if math.isnan(s) else s) for t, s in hyps] for hyps in n_best]
+    def translate(self, texts: list[str], **options) -> list[Translation]:
+        return self.api.translate(texts, **options)
 
     def classify(self, texts: list[str]) -> list[list[float]]:
-        return classify_texts(self.model, self.tokenizer, texts, where=self.name).tolist()
+        return self.api.probabilities(texts).tolist()
 
     def embed(self, texts: list[str], normalize: bool = False) -> list[list[float]]:
-        return embed_texts(self.model, self.tokenizer, texts, normalize=normalize).tolist()
+        return self.api.embed(texts, normalize=normalize).tolist()
 
     def attention(self, text: str, **options) -> AttentionMap:
-        return translation_attention(self.model, self.tokenizer, text, **options)
+        return self.api.attention(text, **options)
 
     def prompt_ids(self, prompt: str) -> list[int]:
-        return self.tokenizer.encode([prompt])[0] or [self.tokenizer.bos_id]
+        return self.api.prompt_ids(prompt)
 
     def complete(
         self,
@@ -169,66 +152,20 @@ class ServedModel:
         """Sample a continuation of ``prompt``: (text, tokens generated, finish reason).
 
         ``emit`` receives the text as it grows (whole characters only); a set ``stop`` ends
-        the generation after the current token (the client went away).
+        the generation after the current token (the client went away). ``top_k`` 0 is no
+        top-k filter (OpenAI's convention).
         """
-        text = CompletionText(self.tokenizer, prompt)
-        steps = generate_steps(
-            self.model,
-            torch.tensor([prompt]),
-            max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            eos_id=self.tokenizer.eos_id,
-            seed=seed,
-            context=self.context,
-        )
-        reason, n = "length", 0
-        for new in steps:
-            token = int(new[0, 0])
-            if token == self.tokenizer.eos_id:
-                reason = "stop"
-                break
-            n += 1
-            delta = text.push(token)
+        sampling = aiayn.Sampling(temperature, top_k or None, top_p, seed)
+        stream = self.api.stream(prompt, max_new_tokens=max_tokens, sampling=sampling)
+        for delta in stream:
             if emit is not None and delta:
                 emit(delta)
             if stop is not None and stop.is_set():
-                reason = "cancelled"
                 break
-        rest = text.flush()
+        rest = stream.finish()
         if emit is not None and rest:
             emit(rest)
-        return text.completion, n, reason
+        return stream.text, len(stream.tokens), stream.finish_reason
 
 
-class CompletionText:
-    """The text a continuation adds to its prompt, released in whole characters.
-
-    Byte-fallback pieces can split a character across tokens; text that ends in an
-    incomplete character (U+FFFD) is held back until the next token completes it.
-    """
-
-    def __init__(self, tokenizer, prompt: list[int]) -> None:
-        self.tokenizer, self.ids = tokenizer, list(prompt)
-        self.prefix = tokenizer.decode([self.ids])[0]
-        self.start = len(self.ids)
-        self.sent = 0
-        self.completion = ""
-
-    def _text(self) -> str:
-        full = self.tokenizer.decode([self.ids])[0]
-        if full.startswith(self.prefix):
-            return full[len(self.prefix) :]
-        return self.tokenizer.decode([self.ids[self.start :]])[0]
-
-    def push(self, token: int) -> str:
-        self.ids.append(token)
-        self.completion = self._text()
-        ready = self.completion.rstrip("\ufffd")
-        delta, self.sent = ready[self.sent :], max(self.sent, len(ready))
-        return delta
-
-    def flush(self) -> str:
-        delta, self.sent = self.completion[self.sent :], len(self.completion)
-        return delta
+__all__ = ["CompletionText", "ModelSpec", "ServedModel", "check_spec", "read_run"]

@@ -1,4 +1,5 @@
-"""Tests for the corpus registry: README's corpus table and the bundled copies agree with it."""
+"""Tests for the corpus registry: the corpus table of docs/corpora.md and the bundled copies
+agree with it."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from aiayn.cli import main
 from aiayn.data.corpora.registry import CORPORA
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+CORPUS_PAGE = REPO_ROOT / "docs" / "corpora.md"
 TABLE_HEADER = "| corpus | family | task | source | license |"
 
 
-def readme_corpus_table() -> list[list[str]]:
-    """The cells of each row of README's corpus table (the one under TABLE_HEADER)."""
-    lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    assert lines.count(TABLE_HEADER) == 1, f"README.md needs one table headed {TABLE_HEADER}"
+def docs_corpus_table() -> list[list[str]]:
+    """The cells of each row of the docs' corpus table (the one under TABLE_HEADER)."""
+    lines = CORPUS_PAGE.read_text(encoding="utf-8").splitlines()
+    assert lines.count(TABLE_HEADER) == 1, f"{CORPUS_PAGE} needs one table headed {TABLE_HEADER}"
     rows = []
     for line in lines[lines.index(TABLE_HEADER) + 2 :]:  # skip the |---| line
         if not line.startswith("|"):
@@ -25,10 +27,12 @@ def readme_corpus_table() -> list[list[str]]:
     return rows
 
 
-def test_readme_table_lists_exactly_the_registry():
-    rows = readme_corpus_table()
+def test_docs_table_lists_exactly_the_registry():
+    rows = docs_corpus_table()
     names = [row[0].strip("`") for row in rows]
-    assert sorted(names) == sorted(CORPORA), "README's corpus table and the registry differ"
+    assert sorted(names) == sorted(CORPORA), (
+        "docs/corpora.md's corpus table and the registry differ"
+    )
     assert len(names) == len(set(names))
     for name, family, task, source, license_ in rows:
         corpus = CORPORA[name.strip("`")]
@@ -37,7 +41,7 @@ def test_readme_table_lists_exactly_the_registry():
             corpus.task,
             corpus.description,
             corpus.license,
-        ), f"README's row for {name} differs from the registry"
+        ), f"docs/corpora.md's row for {name} differs from the registry"
 
 
 @pytest.mark.parametrize("name", sorted(CORPORA))

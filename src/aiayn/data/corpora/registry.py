@@ -1,4 +1,4 @@
-"""The bundled corpora by name: what ``aiayn prepare NAME`` builds and README's corpus table lists.
+"""The bundled corpora by name: what ``aiayn prepare NAME`` builds and docs/corpora.md's table lists.
 
 Each entry names the module that builds the corpus; that module's docstring says where the
 data comes from, its license and how it is split.

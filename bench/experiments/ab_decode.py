@@ -3,7 +3,7 @@ runs in its own process (in turn, several rounds), on the same sentences and bat
 bench/decode_speed.py, and reports generated tokens per second of CPU time (steadier than
 wall-clock time on a shared machine).
 
-    python bench/ab_decode.py BEFORE AFTER [--mode greedy|beam|beam-early-stop] [--int8]
+    python bench/experiments/ab_decode.py BEFORE AFTER [--mode greedy|beam|beam-early-stop] [--int8]
 
 BEFORE and AFTER are git revisions of this repository (or directories holding a src/
 tree). Appends a record to bench/results/decode_ab.jsonl.
@@ -20,10 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from common import write_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, sys, time

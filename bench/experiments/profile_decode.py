@@ -2,7 +2,7 @@
 the matrix products run inside decoding against the same shapes timed alone (weights hot in
 cache).
 
-    python bench/profile_decode.py [MODEL_DIR] [--beam 1] [--sentences 200] [--threads 1]
+    python bench/experiments/profile_decode.py [MODEL_DIR] [--beam 1] [--sentences 200] [--threads 1]
         [--int8] [--ct2]
 
 ``--int8`` profiles the int8 model; ``--ct2`` also times CTranslate2 (which has no operator
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch.profiler import profile
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from aiayn.infer.beam import beam_decode  # noqa: E402
 from aiayn.infer.greedy import greedy_decode  # noqa: E402
 from common import median_time, write_result  # noqa: E402

@@ -3,7 +3,7 @@ of the shipped model (Linear, ReLU, Linear) at a decoding batch size, eager agai
 torch.compile (max-autotune with frozen weights: Inductor picks between its own C++ GEMM
 micro-kernels and MKL by timing them), one thread.
 
-    python bench/compile_block.py [MODEL_DIR] [--rows 20]
+    python bench/experiments/compile_block.py [MODEL_DIR] [--rows 20]
 
 Prints both times, the compile time and the largest difference; appends a record to
 bench/results/compile_block.jsonl.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from aiayn.modeldir import load_model_dir  # noqa: E402
 from common import write_result  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Training-step time with two versions of the loss module, for keeping or dropping a change.
 
-    python bench/ab_train_loss.py BEFORE [--preset small] [--rounds 9] [--batches 4]
+    python bench/experiments/ab_train_loss.py BEFORE [--preset small] [--rounds 9] [--batches 4]
 
 BEFORE is a git revision of this repository: its ``src/aiayn/train/objectives.py`` is loaded
 beside the working tree's. Two copies of the same model (same seed) train on the same Ding
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 import aiayn.train.objectives as after  # noqa: E402
 from aiayn.config import ModelConfig  # noqa: E402
 from aiayn.data.tokenizer import PAD  # noqa: E402
@@ -31,7 +31,7 @@ from aiayn.model import build_model  # noqa: E402
 from common import write_result  # noqa: E402
 from train_speed import MAX_TOKENS, VOCAB, ding_batches  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def objectives_at(revision: str):

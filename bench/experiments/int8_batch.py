@@ -2,7 +2,7 @@
 sentences, once as one batch and once sentence by sentence, for aiayn float32, aiayn int8
 and CTranslate2 int8 (same weights); counts the sentences whose output differs.
 
-    python bench/int8_batch.py [MODEL_DIR] [--sentences 50]
+    python bench/experiments/int8_batch.py [MODEL_DIR] [--sentences 50]
 
 fbgemm's dynamic int8 product quantizes its whole input with one scale, so an int8 row's
 rounding depends on the other rows of the batch. Appends a record to
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from aiayn.data.batching import pad  # noqa: E402
 from aiayn.data.tokenizer import PAD  # noqa: E402
 from aiayn.infer.greedy import greedy_decode  # noqa: E402

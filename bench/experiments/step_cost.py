@@ -2,7 +2,7 @@
 and CTranslate2 on the same weights: where a fixed batch's time goes once most of its
 sentences have finished.
 
-    python bench/step_cost.py [MODEL_DIR] [--rows 1,4,20,50] [--repeats 5]
+    python bench/experiments/step_cost.py [MODEL_DIR] [--rows 1,4,20,50] [--repeats 5]
 
 Each decoder runs greedy search on ROWS copies of one test sentence for 10 and for 50
 steps (CTranslate2 with min and max decoding length both set, aiayn through its KV-cached
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from aiayn.data.tokenizer import BOS, Tokenizer  # noqa: E402
 from aiayn.model import build_model  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402

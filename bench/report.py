@@ -1,0 +1,596 @@
+"""Write docs/performance.md from the benchmark records in bench/results/*.jsonl.
+
+    python bench/report.py                 # rewrite docs/performance.md
+    python bench/report.py --check         # exit 1 if the page differs from the records
+
+Every table shows the current record of one comparison (the latest for its settings: model,
+threads, preset, ...) and names its command, date, CPU and commit; older records stay in the
+results files as history. A record written before a field was recorded (the command, the
+commit, the CPU's vector units) shows "not recorded" there. Standard library only, so the
+test that compares the page with the records runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+PAGE = ROOT / "docs" / "performance.md"
+
+Record = dict
+
+
+def load(results: Path, name: str) -> list[Record]:
+    """The records of ``results/NAME.jsonl``, oldest first (an absent file: none)."""
+    path = results / f"{name}.jsonl"
+    if not path.is_file():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}:{number}: not a JSON record ({e.msg})") from None
+    return sorted(records, key=lambda r: r.get("time", ""))
+
+
+def latest_by(records: Iterable[Record], key: Callable[[Record], object]) -> list[Record]:
+    """The latest record for each value of ``key``, in the order those values first appear."""
+    current: dict[object, Record] = {}
+    for record in records:
+        current[key(record)] = record  # records are oldest first
+    return list(current.values())
+
+
+# formatting
+
+
+def num(value, digits: int = 0) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def pct(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def provenance(record: Record, script: str) -> str:
+    """Command, date, CPU and commit of ``record`` (what was not recorded, said so)."""
+    if record.get("command"):
+        command = f"`{record['command']}`"
+    else:
+        command = f"`python {script} ...` (arguments not recorded)"
+    machine = record.get("machine", {})
+    flags = machine.get("cpu_flags")
+    if flags is None:
+        flags = "not recorded"
+    else:
+        flags = ", ".join(flags) or "none of AVX2, AVX-512, AMX"
+    cpu = (
+        f"{machine.get('cpu', 'not recorded')} (vector units: {flags}), "
+        f"{machine.get('cores', '?')} cores, torch {machine.get('torch', '?')}"
+    )
+    commit = f"`{record['commit']}`" if record.get("commit") else "not recorded"
+    date = record.get("time", "not recorded").replace("T", " ")
+    lines = [f"- command: {command}", f"- date: {date}", f"- CPU: {cpu}", f"- commit: {commit}"]
+    if record.get("note"):
+        lines.append(f"- note: {record['note']}")
+    return "\n".join(lines)
+
+
+# sections: each takes the results directory and returns markdown (empty: no records)
+
+
+def decoding_speed(results: Path) -> str:
+    records = [r for r in load(results, "decode_speed") if "by_threads" in r]
+    current: dict[tuple, Record] = {}  # (model, threads) -> its latest record
+    for record in records:
+        for threads in record["by_threads"]:
+            current[(record["model_dir"], threads)] = record
+    parts = []
+    for (model_dir, threads), record in sorted(current.items()):
+        run = record["by_threads"][threads]
+        rows = [
+            [
+                name,
+                num(row.get("tokens_per_s")),
+                num(row.get("tokens_per_cpu_s")),
+                num(row.get("bleu"), 2),
+                str(row["same_as_aiayn_greedy"]) if "same_as_aiayn_greedy" in row else "",
+            ]
+            for name, row in run["results"].items()
+        ]
+        cpu_ratios = run.get("cpu_time_ratios", {})
+        ratios = [
+            [name, f"{value:.2f}x", f"{cpu_ratios[name]:.2f}x" if name in cpu_ratios else "n/a"]
+            for name, value in run["ratios"].items()
+        ]
+        versions = ", ".join(f"{k} {v}" for k, v in record.get("versions", {}).items())
+        parts.append(
+            f"`{model_dir}`, {record['sentences']} test sentences in batches of "
+            f"{record['batch']}, {threads} thread(s), median of {record.get('repeats', '?')}"
+            f" ({versions}):\n\n"
+            + provenance(record, "bench/decode_speed.py")
+            + "\n\n"
+            + table(
+                ["decoder", "tokens/s", "tokens per CPU s", "BLEU", "same as aiayn greedy"],
+                rows,
+                {1, 2, 3, 4},
+            )
+            + "\n\n"
+            + table(["aiayn against its peer", "speed ratio", "CPU-time ratio"], ratios, {1, 2})
+        )
+    return "\n\n".join(parts)
+
+
+def training_speed(results: Path) -> str:
+    records = load(results, "train_speed")
+    key = lambda r: (tuple(x["preset"] for x in r["results"]), r["machine"].get("torch_threads"))  # noqa: E731
+    parts = []
+    for record in latest_by(records, key):
+        for result in record["results"]:
+            aiayn = result["rows"]["aiayn"]
+            rows = [
+                [
+                    {
+                        "aiayn": "aiayn",
+                        "torch": "`torch.nn.Transformer`",
+                        "marian": "`MarianMTModel`",
+                    }.get(name, name),
+                    num(row["tokens_per_s"]),
+                    num(row["step_s"], 2),
+                    pct(row.get("mfu")),
+                    num(row.get("peak_memory_mb")),
+                ]
+                for name, row in result["rows"].items()
+            ]
+            ratios = (
+                f"aiayn against `torch.nn.Transformer`: {aiayn['speedup_vs_torch']:.2f}x; "
+                f"against `MarianMTModel`: {aiayn['speedup_vs_marian']:.2f}x (target tokens/s)."
+            )
+            parts.append(
+                f"`{result['preset']}` preset, {record['machine'].get('torch_threads', '?')} "
+                f"threads, {result['batches']} batches of the Ding training "
+                f"split ({num(result['target_tokens'])} target tokens), best of "
+                f"{record.get('repeats', '?')}; model FLOPs utilisation against the best fp32 "
+                f"matmul rate measured in the same run ({num(record['peak_matmul_flops'] / 1e9)} "
+                "GFLOP/s):\n\n"
+                + provenance(record, "bench/train_speed.py")
+                + "\n\n"
+                + table(
+                    ["model", "target tokens/s", "s per step", "MFU", "peak memory (MB)"],
+                    rows,
+                    {1, 2, 3, 4},
+                )
+                + "\n\n"
+                + ratios
+            )
+    return "\n\n".join(parts)
+
+
+def serving_load(results: Path) -> str:
+    parts = []
+    records = [r for r in load(results, "serve_load") if r.get("compare") != "engines"]
+    for record in latest_by(records, lambda r: r["model_dir"]):
+        rows = [
+            [
+                row["server"],
+                str(row["clients"]),
+                num(row["sentences_per_s"], 1),
+                f"{row['p50_s']:.2f} s",
+                f"{row['p95_s']:.2f} s",
+                f"{row['p99_s']:.2f} s",
+                str(row["errors"]),
+                str(row.get("rejected_503", 0)),
+            ]
+            for row in record["rows"]
+        ]
+        speedups = [
+            f"{key.split('_')[2]} clients: {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("speedup_at_")
+        ]
+        parts.append(
+            f"`{record['model_dir']}`, {record['request']}, {record['requests_per_client']} "
+            f"requests per client, {record['server_threads']} server thread(s):\n\n"
+            + provenance(record, "bench/serve_load.py")
+            + "\n\n"
+            + table(
+                ["server", "clients", "sentences/s", "p50", "p95", "p99", "errors", "503"],
+                rows,
+                {1, 2, 3, 4, 5, 6, 7},
+            )
+            + (
+                "\n\nBatched against unbatched throughput: " + "; ".join(speedups) + "."
+                if speedups
+                else ""
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def serving_engines(results: Path) -> str:
+    """``serve_load.py --engines``: serve --engine ctranslate2 against CTranslate2 called
+    directly and serve --engine torch."""
+    parts = []
+    records = [r for r in load(results, "serve_load") if r.get("compare") == "engines"]
+    for record in latest_by(records, lambda r: (r["model_dir"], r["server_threads"])):
+        rows = []
+        for row in record["rows"]:
+            if "clients" in row:
+                latency = [f"{row[k]:.2f} s" for k in ("p50_s", "p95_s", "p99_s")]
+                clients, errors = str(row["clients"]), str(row["errors"])
+            else:  # CTranslate2 alone: batches of the server's --max-batch, no HTTP
+                latency, clients, errors = ["", "", ""], "", ""
+            rows.append([row["server"], clients, num(row["sentences_per_s"], 1), *latency, errors])
+        ratios = [
+            f"serve --engine ctranslate2 / serve --engine torch at {key.split('_')[-2]} "
+            f"clients: {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("serve_ct2_over_serve_torch_at_")
+        ]
+        ratios += [
+            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients / CTranslate2 directly "
+            f"({num(record['direct_ctranslate2_sentences_per_s'], 1)} sentences/s, the mean of "
+            f"its runs): {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("serve_ct2_over_direct_at_")
+        ]
+        parts.append(
+            f"`{record['model_dir']}`, {record['request']}, {record['requests_per_client']} "
+            f"requests per client, {record['server_threads']} server thread(s):\n\n"
+            + provenance(record, "bench/serve_load.py")
+            + "\n\n"
+            + table(
+                ["engine", "clients", "sentences/s", "p50", "p95", "p99", "errors"],
+                rows,
+                {1, 2, 3, 4, 5, 6},
+            )
+            + "\n\n"
+            + "; ".join(ratios)
+            + "."
+        )
+    return "\n\n".join(parts)
+
+
+def interop(results: Path) -> str:
+    parts = []
+    for record in latest_by(load(results, "interop"), lambda r: "interop"):
+        rows = []
+        marian = record.get("marian")
+        if marian:
+            n = marian["sentences"]
+            rows.append(
+                [
+                    f"shipped model exported: teacher-forced log-probabilities vs transformers, {n} test sentences",
+                    f"max difference {marian['max_abs_logprob_diff_transformers']:.1e} "
+                    f"(values down to -{marian['max_abs_logprob']:.1f})",
+                ]
+            )
+            same = f"transformers {marian['transformers_beam1_same']}/{n} and {marian['transformers_beam4_same']}/{n}"
+            if "ctranslate2_beam1_same" in marian:
+                same += (
+                    f"; CTranslate2 {marian.get('ctranslate2', '')} "
+                    f"{marian['ctranslate2_beam1_same']}/{n} and {marian['ctranslate2_beam4_same']}/{n}"
+                )
+            rows.append(
+                ["the same: greedy / beam-4 translations equal to aiayn's (length penalty 0)", same]
+            )
+            speed = marian.get("sentences_per_s", {})
+            if speed:
+                rows.append(
+                    [
+                        "sentences/s on those sentences, greedy / beam 4",
+                        f"aiayn {num(speed.get('aiayn_beam1'))} / {num(speed.get('aiayn_beam4'))}, "
+                        f"CTranslate2 {num(speed.get('ct2_beam1'))} / {num(speed.get('ct2_beam4'))}",
+                    ]
+                )
+        minilm = record.get("minilm")
+        if minilm:
+            rows.append(
+                [
+                    f"all-MiniLM-L6-v2 imported: mean-pooled embeddings vs transformers' BertModel, {minilm['texts']} texts",
+                    f"token ids {minilm['same_token_ids']}/{minilm['texts']} equal, "
+                    f"max difference {minilm['max_abs_embedding_diff']:.1e}",
+                ]
+            )
+        parts.append(
+            provenance(record, "bench/interop.py") + "\n\n" + table(["check", "result"], rows)
+        )
+    return "\n\n".join(parts)
+
+
+def sentiment(results: Path) -> str:
+    parts = []
+    for record in latest_by(load(results, "sentiment"), lambda r: r.get("split", "test")):
+        split = record.get("split", "test")
+        examples = record.get("examples", record.get("test_examples"))
+        rows = [[name, pct(value)] for name, value in record["accuracy"].items()]
+        parts.append(
+            f"{split} split, {examples} snippets:\n\n"
+            + provenance(record, "bench/sentiment.py")
+            + "\n\n"
+            + table(["classifier", "accuracy"], rows, {1})
+        )
+    return "\n\n".join(parts)
+
+
+def step_cost(results: Path) -> str:
+    parts = []
+    records = load(results, "step_cost")
+    for record in latest_by(records, lambda r: tuple(next(iter(r["cpu_ms_per_step"].values())))):
+        columns = list(next(iter(record["cpu_ms_per_step"].values())))
+        rows = [
+            [name] + [num(costs.get(c), 2) for c in columns]
+            for name, costs in record["cpu_ms_per_step"].items()
+        ]
+        ratios = [
+            [f"aiayn / CTranslate2, {kind}"] + [f"{values[c]:.2f}x" for c in columns]
+            for kind, values in record.get("aiayn_over_ct2", {}).items()
+        ]
+        parts.append(
+            f"`{record['model_dir']}`, greedy, CPU ms per step between the 10th and the 50th, "
+            f"median of {record.get('repeats', '?')}:\n\n"
+            + provenance(record, "bench/experiments/step_cost.py")
+            + "\n\n"
+            + table(
+                ["CPU ms per step, sentences in the batch"] + columns,
+                rows + ratios,
+                set(range(1, len(columns) + 1)),
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def profile(results: Path) -> str:
+    parts = []
+    records = [r for r in load(results, "profile_decode") if "cpu_ms_per_1000_tokens" in r]
+    for record in latest_by(records, lambda r: (r["model_dir"], r["beam"], r.get("int8", False))):
+        rows = [[name, num(value)] for name, value in record["cpu_ms_per_1000_tokens"].items()]
+        share = record.get("int8_gemm_share") if record.get("int8") else record.get("gemm_share")
+        rows.append(["share of aiayn's operator time in matrix products", pct(share)])
+        gflops = record.get("gemm_gflops") or {}
+        for where, value in gflops.items():
+            rows.append([f"matrix products, GFLOP/s {where}", num(value, 1)])
+        top = ", ".join(f"{op} {pct(v)}" for op, v in list(record["top_ops"].items())[:5])
+        kind = "int8" if record.get("int8") else "float32"
+        search = "greedy" if record["beam"] == 1 else f"beam {record['beam']}"
+        parts.append(
+            f"`{record['model_dir']}`, {search}, {kind}, {record['sentences']} sentences in "
+            f"batches of {record['batch']}, {record['threads']} thread(s):\n\n"
+            + provenance(record, "bench/experiments/profile_decode.py")
+            + "\n\n"
+            + table(["CPU ms per 1,000 generated tokens", "value"], rows, {1})
+            + f"\n\nThe costliest operators (share of aiayn's operator time): {top}."
+        )
+    return "\n\n".join(parts)
+
+
+def int8_batch(results: Path) -> str:
+    parts = []
+    for record in latest_by(load(results, "int8_batch"), lambda r: r["model_dir"]):
+        n = record["sentences"]
+        rows = [[name, f"{count} of {n}"] for name, count in record["differ"].items()]
+        parts.append(
+            f"`{record['model_dir']}`, greedy, the first {n} test sentences as one batch and one "
+            "by one:\n\n"
+            + provenance(record, "bench/experiments/int8_batch.py")
+            + "\n\n"
+            + table(["decoder", "sentences that differ alone"], rows, {1})
+        )
+    return "\n\n".join(parts)
+
+
+def compile_block(results: Path) -> str:
+    parts = []
+    for record in latest_by(load(results, "compile_block"), lambda r: r["rows"]):
+        rows = [
+            ["eager", f"{record['eager_us']:.0f} us"],
+            ["torch.compile (max-autotune, frozen weights)", f"{record['compiled_us']:.0f} us"],
+            ["speed-up", f"{record['speedup']:.2f}x"],
+            ["compile time", f"{record['compile_s']:.0f} s"],
+            ["largest difference, scaled", f"{record['max_scaled_diff']:.1e}"],
+        ]
+        parts.append(
+            f"One feed-forward block of the shipped model, {record['rows']} rows, CPU time:\n\n"
+            + provenance(record, "bench/experiments/compile_block.py")
+            + "\n\n"
+            + table(["", "value"], rows, {1})
+        )
+    return "\n\n".join(parts)
+
+
+def ab_runs(results: Path) -> str:
+    decode = latest_by(
+        load(results, "decode_ab"),
+        lambda r: (r["before"], r["after"], r["mode"], r.get("int8", False), r.get("note")),
+    )
+    rows = [
+        [
+            r.get("note", ""),
+            r["mode"] + (", int8" if r.get("int8") else ""),
+            f"`{r['before']}` -> `{r['after']}`",
+            f"{r['ratio']:.2f}x",
+            r["time"].replace("T", " "),
+        ]
+        for r in decode
+    ]
+    train = latest_by(load(results, "train_loss_ab"), lambda r: (r["before"], r["preset"]))
+    rows += [
+        [
+            "label-smoothed loss without an (n, V) mask",
+            f"training step, {r['preset']} preset",
+            f"`{r['before']}` -> the change",
+            f"{1 / r['median_ratio']:.2f}x",
+            r["time"].replace("T", " "),
+        ]
+        for r in train
+    ]
+    if not rows:
+        return ""
+    machines = {r["machine"].get("cpu", "?") for r in decode + train}
+    return (
+        "Decoding: `python bench/experiments/ab_decode.py BEFORE AFTER --mode MODE` (each "
+        "version in its own process, in turn, generated tokens per CPU second, median of the "
+        "rounds); training: `python bench/experiments/ab_train_loss.py BEFORE` (median of the "
+        "rounds, both losses timed alternately in one process). A speed-up above 1 means the "
+        f"change made it faster. CPU: {', '.join(sorted(machines))}; the commands' arguments "
+        "and the CPU's vector units were not recorded for these runs.\n\n"
+        + table(["change", "measured on", "versions", "speed-up", "date"], rows, {3})
+    )
+
+
+SECTIONS = [
+    (
+        "Decoding speed",
+        "aiayn against CTranslate2 (the C++ engine LibreTranslate runs on) and Hugging Face "
+        "`MarianMTModel.generate`, all holding the same weights (CTranslate2's from `aiayn "
+        "export --format hf` and the stock `ct2-transformers-converter`), every decoder timed "
+        "in turn in one process on the same sentences; each sentence may run to its source "
+        "length + 50; generated tokens counted per sentence up to and including its first "
+        "eos; BLEU of each decoder's own output on those sentences. \"all at once, by "
+        'tokens" is throughput mode (the sentences sorted by length into batches of up to '
+        "2,500 source tokens).",
+        decoding_speed,
+    ),
+    (
+        "Training speed",
+        "The same encoder-decoder sizes, batches, loss (label smoothing 0.1), optimizer (Adam "
+        "0.9/0.98) and threads for aiayn, `torch.nn.Transformer` with the paper's embeddings "
+        "and output layer, and Hugging Face `MarianMTModel`, timed alternately in one process. "
+        "Model FLOPs are counted by `torch.utils.flop_counter`.",
+        training_speed,
+    ),
+    (
+        "Serving load",
+        "`aiayn serve` on 127.0.0.1 with dynamic batching (the defaults) and with "
+        "`--max-batch 1` (unbatched), N concurrent clients each posting single test "
+        "sentences one after another.",
+        serving_load,
+    ),
+    (
+        "Serving engines",
+        "`aiayn serve --engine ctranslate2` against `--engine torch` (both with dynamic "
+        "batching, N concurrent clients each posting single test sentences one after another, "
+        "greedy) and against CTranslate2's `Translator.translate_batch` called directly on the "
+        "same sentences in batches of 64 (the server's `--max-batch`), without HTTP; the "
+        "direct runs come before and between the servers' and are averaged, because the "
+        "machine's load drifts.",
+        serving_engines,
+    ),
+    (
+        "Interoperability on real weights",
+        "The shipped model exported with `aiayn export --format hf`, against transformers and "
+        "CTranslate2; all-MiniLM-L6-v2 imported with `aiayn import` (with `--minilm`).",
+        interop,
+    ),
+    (
+        "Sentiment accuracy",
+        "aiayn's classifiers against TF-IDF (1-2 grams) + logistic regression and the "
+        "majority class on the Rotten Tomatoes split.",
+        sentiment,
+    ),
+]
+
+EXPERIMENTS = [
+    (
+        "Cost of one decoding step",
+        "The CPU time of one greedy step against the number of sentences decoded together "
+        "(one sentence repeated), for aiayn and CTranslate2 on the same weights; the d_model "
+        "16 row runs the same architecture with almost no arithmetic, so its step is the cost "
+        "of issuing the operators in eager mode.",
+        step_cost,
+    ),
+    (
+        "Where decoding time goes",
+        "torch.profiler over a whole greedy run for aiayn, CPU time for CTranslate2 on the "
+        "same batches; matrix products inside decoding against the same shapes timed alone.",
+        profile,
+    ),
+    (
+        "int8 batch dependence",
+        "fbgemm's dynamic int8 product quantizes its whole input with one scale, so an int8 "
+        "row's rounding depends on the other rows of its batch.",
+        int8_batch,
+    ),
+    (
+        "torch.compile of a feed-forward block",
+        "Whether `torch.compile` pays for a decoder step on the CPU.",
+        compile_block,
+    ),
+    (
+        "Kept changes (A/B runs)",
+        "Changes to decoding and training kept because an A/B run showed they paid.",
+        ab_runs,
+    ),
+]
+
+HEADER = """# Performance
+
+<!-- Generated by `python bench/report.py` from bench/results/*.jsonl; do not edit by hand.
+A test fails when this page differs from what the records give. -->
+
+Each table is the latest record of one comparison; every record (the history) stays in
+`bench/results/`. The scripts are listed in [bench/README.md](../bench/README.md). Timings on a
+machine shared with other work move by up to 25% between runs; the ratios of peers timed in
+turn in one process are the figures to compare.
+"""
+
+
+def render(results: Path = RESULTS) -> str:
+    out = [HEADER]
+    for title, intro, section in SECTIONS:
+        body = section(results)
+        if body:
+            out.append(f"## {title}\n\n{intro}\n\n{body}\n")
+    experiments = [(t, i, s(results)) for t, i, s in EXPERIMENTS]
+    if any(body for _, _, body in experiments):
+        out.append(
+            "## Experiments\n\nOne-off measurements behind decisions in the code, by the "
+            "scripts in `bench/experiments/` (see [decoding.md](decoding.md) for what was "
+            "tried and not kept).\n"
+        )
+        for title, intro, body in experiments:
+            if body:
+                out.append(f"### {title}\n\n{intro}\n\n{body}\n")
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the records' directory")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the page to write or check")
+    args = parser.parse_args()
+    text = render(args.results)
+    if args.check:
+        current = args.page.read_text(encoding="utf-8") if args.page.is_file() else ""
+        if current != text:
+            print(
+                f"{args.page} is out of date with the records in {args.results}: "
+                "run python bench/report.py",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    args.page.write_text(text, encoding="utf-8")
+    print(f"wrote {args.page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

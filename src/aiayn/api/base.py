@@ -1,0 +1,69 @@
+"""What every family's API object shares: the model, its tokenizer and what its directory
+says about it (``run.json``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+from aiayn.config import ModelConfig
+from aiayn.model.quantize import stored_weights
+from aiayn.modeldir import load_model_and_tokenizer, read_run_json
+
+
+class LoadedModel:
+    """A model in eval mode with its tokenizer, checked against each other.
+
+    ``config`` is the model's ``ModelConfig``: its special ids and length limit
+    (``pad_id``, ``bos_id``, ``eos_id``, ``max_len``, ``max_positions``) are read there.
+    """
+
+    family: ClassVar[str] = ""
+
+    def __init__(self, model, tokenizer, path: Path | str | None = None, run: dict | None = None):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.path = None if path is None else Path(path)
+        self.run = run or {}
+
+    @classmethod
+    def from_dir(cls, path: Path | str, *, quantize: str | None = None, device="cpu"):
+        """Load a model directory (``aiayn.load`` checks its family first)."""
+        model, tokenizer = load_model_and_tokenizer(Path(path), device, quantize=quantize)
+        return cls(model, tokenizer, path, read_run_json(Path(path)))
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def max_text_tokens(self) -> int:
+        """The longest text (in tokens, before eos) the model reads whole."""
+        return self.config.max_len - 1
+
+    @property
+    def parameters(self) -> int:
+        """Numbers the model holds (int8 weights included)."""
+        return stored_weights(self.model)
+
+    @property
+    def quantization(self) -> str | None:
+        """The quantization method ("int8"), or None for float weights."""
+        return (getattr(self.model, "quantization", None) or {}).get("method")
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens of each text as the model reads it (before eos)."""
+        return [len(ids) for ids in self.tokenizer.encode(list(texts))]
+
+    def unknown_characters(self, texts: list[str]) -> list[str]:
+        """The characters of ``texts`` the vocabulary reads as <unk>."""
+        return self.tokenizer.unknown_characters(list(texts))
+
+    def __repr__(self) -> str:
+        where = f" from {self.path}" if self.path else ""
+        return f"<{type(self).__name__} {self.config.family}{where}>"

@@ -1,0 +1,109 @@
+"""``aiayn.load``: one object per model family, chosen by the model directory's config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiayn.api.encoder import Classifier, Encoder
+from aiayn.api.generator import Generator
+from aiayn.api.translator import Translator
+from aiayn.config import ModelConfig
+from aiayn.errors import UserError
+from aiayn.infer.classify import check_classifier
+from aiayn.modeldir import load_config
+
+ENGINES = ("torch", "ctranslate2")
+
+# what each kind of model directory is good for, by command
+FITS = {
+    "encoder-decoder": "translate, evaluate or attention",
+    "decoder-only": "generate",
+    "encoder-only classifier": "classify or embed",
+    "encoder-only": "embed, or train with train.init_from = it (a pretrained encoder)",
+}
+COMMAND_FAMILIES = {
+    "translate": "encoder-decoder",
+    "evaluate": "encoder-decoder",
+    "attention": "encoder-decoder",
+    "generate": "decoder-only",
+    "embed": "encoder-only",
+    "classify": "encoder-only classifier",
+}
+
+
+def kind(config: ModelConfig) -> str:
+    """The family, with "classifier" added for an encoder-only model with a head."""
+    if config.family == "encoder-only" and config.n_classes:
+        return "encoder-only classifier"
+    return config.family
+
+
+def api_class(config: ModelConfig) -> type:
+    return {
+        "encoder-decoder": Translator,
+        "decoder-only": Generator,
+        "encoder-only classifier": Classifier,
+        "encoder-only": Encoder,
+    }[kind(config)]
+
+
+def load(
+    path: str | Path, *, quantize: str | None = None, device="cpu", engine: str = "torch"
+) -> Translator | Generator | Classifier | Encoder:
+    """The model in directory ``path`` as the object of its family: a ``Translator``
+    (encoder-decoder), ``Generator`` (decoder-only), ``Classifier`` (encoder-only with a
+    classifier head) or ``Encoder`` (encoder-only)::
+
+        tr = aiayn.load("models/ding-de-en")
+        tr.translate(["Guten Morgen."], beam=4)[0].text
+
+    ``quantize`` ("int8") quantizes a float model's linear layers as it loads (CPU);
+    ``device`` is where the model runs. ``engine`` "ctranslate2" (translators only; ``pip
+    install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
+    ``path/.ctranslate2`` (``quantize`` "int8": CTranslate2's int8); the torch model stays
+    loaded for ``score`` and ``attention``. Bad directories are ``UserError``s naming the file.
+    """
+    config = load_config(Path(path))
+    check_engine(engine, config, path)
+    if engine != "torch":
+        return Translator.from_dir(path, quantize=quantize, device=device, engine=engine)
+    return api_class(config).from_dir(path, quantize=quantize, device=device)
+
+
+def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
+    """``engine`` is one of ``ENGINES``, and one the model's family decodes with."""
+    if engine not in ENGINES:
+        raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if engine != "torch" and config.family != "encoder-decoder":
+        raise UserError(
+            f"{path} holds a model of the {kind(config)} family; the {engine} engine translates "
+            "with encoder-decoder models only (use engine 'torch')"
+        )
+
+
+def load_for(
+    command: str,
+    path: str | Path,
+    *,
+    quantize: str | None = None,
+    device="cpu",
+    engine: str = "torch",
+):
+    """``load`` for a command (translate, evaluate, attention, generate, embed, classify):
+    a directory of another family is a ``UserError`` naming the commands it fits."""
+    want = COMMAND_FAMILIES[command]
+    config = load_config(Path(path))
+    have = kind(config)
+    if command == "classify":
+        check_classifier(config, path)
+    elif config.family != want:
+        article = "an" if want[0] in "aeiou" else "a"
+        raise UserError(
+            f"{path} holds a model of the {have} family; {command} needs {article} {want} "
+            f"model (this directory fits: aiayn {FITS[have]})"
+        )
+    check_engine(engine, config, path)
+    if engine != "torch":
+        return Translator.from_dir(path, quantize=quantize, device=device, engine=engine)
+    cls = Encoder if command == "embed" else api_class(config)
+    return cls.from_dir(path, quantize=quantize, device=device)

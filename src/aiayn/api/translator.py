@@ -1,0 +1,164 @@
+"""``Translator``: an encoder-decoder model (Vaswani et al. 2017) as one object."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from aiayn.api.base import LoadedModel
+from aiayn.api.options import check_search, check_translate
+from aiayn.api.results import Hypothesis, Translation
+from aiayn.data.batching import pad
+from aiayn.errors import OptionError, UserError
+from aiayn.infer import translate as decoding
+from aiayn.infer.attention import AttentionMap, translation_attention
+from aiayn.infer.sampling import Sampling
+
+
+def text_list(texts, name: str = "texts") -> list[str]:
+    """``texts`` as a list of strings; a bare string is an error (it is not a list of texts)."""
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise OptionError(f'{name} must be a list of strings, e.g. ["Guten Morgen."]', name)
+    return list(texts)
+
+
+class Translator(LoadedModel):
+    """Translate, score and explain with an encoder-decoder model::
+
+    tr = aiayn.load("models/ding-de-en")
+    for t in tr.translate(["Guten Morgen.", "Wie geht es?"], beam=4):
+        print(t.text, t.score)
+    tr.score(["Guten Morgen."], ["Good morning."])  # log P(target | source)
+
+    ``engine`` names what ``translate`` decodes with: "torch" (the model) or "ctranslate2"
+    (``decoder`` is then an ``aiayn.interop.ctranslate2.CTranslate2Engine``); ``score`` and
+    ``attention`` always run the torch model.
+    """
+
+    family = "encoder-decoder"
+
+    def __init__(self, model, tokenizer, path=None, run=None, *, decoder=None):
+        super().__init__(model, tokenizer, path, run)
+        self.decoder = self.model if decoder is None else decoder
+
+    @classmethod
+    def from_dir(
+        cls, path: Path | str, *, quantize: str | None = None, device="cpu", engine="torch"
+    ):
+        """Load a model directory; ``engine`` "ctranslate2" also converts it for CTranslate2
+        (once; cached in ``path/.ctranslate2``), which then translates on ``device``'s kind
+        with as many threads as torch has (``torch.get_num_threads``)."""
+        if engine == "torch":
+            return super().from_dir(path, quantize=quantize, device=device)
+        from aiayn.interop.ctranslate2 import CTranslate2Engine
+
+        decoder = CTranslate2Engine(
+            Path(path), quantize=quantize, device=device, threads=torch.get_num_threads()
+        )
+        translator = super().from_dir(path, quantize=quantize, device=device)
+        translator.decoder = decoder
+        return translator
+
+    @property
+    def engine(self) -> str:
+        """What ``translate`` decodes with: "torch" or "ctranslate2"."""
+        return getattr(self.decoder, "name", "torch")
+
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes the model was trained on, when run.json says."""
+        data = self.run.get("data", {})
+        if data.get("task", "translation") == "translation" and "src_lang" in data:
+            return (data["src_lang"], data["tgt_lang"])
+        return None
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam: int = 1,
+        lenpen: float = 0.6,
+        nbest: int = 1,
+        sampling: Sampling | None = None,
+        max_len_offset: int = 50,
+        early_stop: bool = False,
+        max_tokens: int = 4096,
+        first_index: int = 0,
+    ) -> list[Translation]:
+        """The n-best translations of ``texts``, in input order.
+
+        Greedy search (``beam`` 1), beam search with the length penalty ``lenpen`` (§6.1),
+        or with ``sampling`` ``nbest`` samples per text (Phuong & Hutter 2022, Algorithm
+        15). An output stops at eos or at its source length + ``max_len_offset``.
+        ``early_stop``: beam search stops a sentence once its best live hypothesis would
+        lose (faster; the default stops when none can still win). Texts are sorted by
+        length and batched up to ``max_tokens`` source tokens; with sampling, ``texts[k]``
+        draws as sentence ``first_index + k`` (samples then do not depend on the batch).
+
+        With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
+        search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are
+        CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply).
+        """
+        check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
+        texts = text_list(texts)
+        out, truncated = decoding.translate_texts(
+            self.decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
+            early_stop, max_tokens, sampling, first_index,
+        )  # fmt: skip
+        cut = set(truncated)
+        return [
+            Translation(
+                tuple(
+                    Hypothesis(text, tuple(h.tokens), float(h.score), float(h.log_prob))
+                    for text, h in n_best
+                ),
+                truncated=i in cut,
+            )
+            for i, n_best in enumerate(out)
+        ]
+
+    @torch.no_grad()
+    def score(
+        self, sources: Sequence[str], targets: Sequence[str], *, batch_size: int = 64
+    ) -> list[float]:
+        """log P(target | source) of each pair, teacher-forced (forced decoding): the sum of
+        the log-probabilities of the target's tokens and its eos."""
+        sources, targets = text_list(sources, "sources"), text_list(targets, "targets")
+        if len(sources) != len(targets):
+            raise OptionError(
+                f"{len(sources)} sources but {len(targets)} targets: give one target per source",
+                "sources",
+                "targets",
+            )
+        config = self.config
+        src_ids, _ = decoding.source_ids(self.model, self.tokenizer, sources)
+        tgt_ids = [x + [config.eos_id] for x in self.tokenizer.encode_target(targets)]
+        limit = config.max_positions
+        for i, x in enumerate(tgt_ids):
+            if limit is not None and len(x) > limit:
+                raise UserError(
+                    f"targets[{i}]: {len(x)} tokens with eos; the model's learned positions "
+                    f"end at max_len {limit}"
+                )
+        scores: list[float] = []
+        for start in range(0, len(src_ids), batch_size):
+            src = pad(src_ids[start : start + batch_size], config.pad_id).to(self.device)
+            rows = tgt_ids[start : start + batch_size]
+            tgt_in = pad([[config.bos_id] + x[:-1] for x in rows], config.pad_id)  # (B, T)
+            tgt_out = pad(rows, config.pad_id).to(self.device)  # (B, T)
+            logits = self.model(src, tgt_in.to(self.device))  # (B, T, V)
+            log_probs = torch.log_softmax(logits.float(), -1).gather(2, tgt_out[..., None])
+            real = tgt_out != config.pad_id  # (B, T)
+            scores += (log_probs[..., 0].double() * real).sum(1).tolist()
+        return scores
+
+    def attention(
+        self, text: str, *, beam: int = 1, lenpen: float = 0.6, max_len_offset: int = 50
+    ) -> AttentionMap:
+        """Translate ``text`` and return every layer's attention weights over that
+        translation (encoder, decoder self- and cross-attention, Vaswani et al. 2017 §3.2)."""
+        check_search(beam, lenpen, max_len_offset)
+        (text,) = text_list([text], "text")
+        return translation_attention(self.model, self.tokenizer, text, beam, lenpen, max_len_offset)

@@ -1,0 +1,7 @@
+"""``python -m aiayn.cli``."""
+
+import sys
+
+from aiayn.cli.command import main
+
+sys.exit(main())

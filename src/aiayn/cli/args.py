@@ -1,0 +1,155 @@
+"""What several commands share: argument types and groups, reading stdin, naming output."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+from aiayn.errors import UserError
+
+
+def int_range(low: int, high: int | None = None):
+    """An argparse ``type``: an integer in [low, high] (no upper bound when ``high`` is None)."""
+    allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer {allowed}, got {text!r}"
+            ) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
+        return value
+
+    return parse
+
+
+def float_range(low: float, high: float = math.inf, low_open: bool = False):
+    """An argparse ``type``: a finite number in [low, high] ((low, high] with ``low_open``);
+    NaN and infinities are refused."""
+    bound = "(" if low_open else "["
+    allowed = f"a finite number >= {low}" if high == math.inf else f"in {bound}{low}, {high}]"
+    if low_open and high == math.inf:
+        allowed = f"a finite number > {low}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        too_low = value <= low if low_open else value < low
+        if not math.isfinite(value) or too_low or value > high:
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}")
+        return value
+
+    return parse
+
+
+def add_stdin_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--errors",
+        choices=("strict", "replace", "ignore"),
+        default="strict",
+        help="bytes of stdin that are not UTF-8: an error naming the line (strict), read as "
+        "U+FFFD (replace) or dropped (ignore)",
+    )
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--beam", type=int_range(1), default=1, help="beam size (1 = greedy; the paper: 4)"
+    )
+    p.add_argument(
+        "--lenpen", type=float_range(0.0), default=0.6, help="length penalty alpha >= 0 (§6.1)"
+    )
+    p.add_argument(
+        "--max-len-offset",
+        type=int_range(0),
+        default=50,
+        help="max output length = source length + N (N >= 0)",
+    )
+    p.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="beam: stop a sentence once its best live hypothesis, finished now, would lose "
+        "(faster; the default stops only when no live hypothesis can still win)",
+    )
+
+
+def add_quantize_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="quantize the linear layers after loading (CPU; int8: dynamic int8, faster)",
+    )
+
+
+def add_engine_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=["torch", "ctranslate2"],
+        default="torch",
+        help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached "
+        "in MODEL/.ctranslate2; pip install 'aiayn[ctranslate2]')",
+    )
+
+
+def search_options(args: argparse.Namespace) -> dict:
+    return dict(
+        beam=args.beam,
+        lenpen=args.lenpen,
+        max_len_offset=args.max_len_offset,
+        early_stop=args.early_stop,
+    )
+
+
+def stdin_lines(errors: str) -> Iterator[str]:
+    """Lines of stdin without their line ending; bytes that are not UTF-8 are an error naming
+    the line, unless ``errors`` is "replace" (U+FFFD) or "ignore"."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream (tests): already decoded
+        for line in sys.stdin:
+            yield line.rstrip("\r\n")
+        return
+    for number, raw in enumerate(stream, 1):
+        try:
+            text = raw.decode("utf-8", errors)
+        except UnicodeDecodeError as e:
+            raise UserError(
+                f"stdin, line {number}: not UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                f"{e.start + 1}); pass --errors replace to read bad bytes as U+FFFD, or convert "
+                "the input, e.g. iconv -f latin1 -t utf-8"
+            ) from None
+        yield text.rstrip("\r\n")
+
+
+def text_argument(value: str, flag: str) -> str:
+    """A text given on the command line; bytes that were not UTF-8 are an error."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{flag}: the text is not UTF-8; give it in UTF-8") from None
+    return value
+
+
+def warn_unknown_characters(tokenizer, texts: list[str], where: str) -> None:
+    unknown = tokenizer.unknown_characters(texts)
+    if unknown:
+        shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        warnings.warn(
+            f"{where}: {len(unknown)} character(s) not in the model's vocabulary are read as "
+            f"<unk>: {shown}",
+            stacklevel=2,
+        )
+
+
+def fresh_output(out: Path, force: bool) -> Path:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise UserError(f"--out {out} exists and is not empty; choose another or add --force")
+    return out

@@ -1,0 +1,115 @@
+"""``params``, ``average`` and ``quantize``: presets and model directories."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from aiayn.cli.args import fresh_output, int_range
+from aiayn.config import ModelConfig
+from aiayn.errors import UserError
+
+FAMILIES = ["encoder-decoder", "encoder-only", "decoder-only"]
+
+
+def add_params(sub) -> None:
+    p = sub.add_parser("params", help="print a per-component parameter table of a preset")
+    p.add_argument("preset", choices=list(ModelConfig.PRESETS))
+    p.add_argument("--family", default="encoder-decoder", choices=FAMILIES)
+    p.set_defaults(func=cmd_params)
+
+
+def cmd_params(args: argparse.Namespace) -> None:
+    import torch
+
+    from aiayn.model import build_model
+    from aiayn.model.summary import format_table, parameter_table
+
+    config = ModelConfig.preset(args.preset, family=args.family)
+    with torch.device("meta"):  # count shapes without allocating the weights
+        model = build_model(config)
+    title = (
+        f"{args.preset} {config.family}: d_model={config.d_model} n_heads={config.n_heads} "
+        f"d_ff={config.d_ff} layers={config.n_encoder_layers}+{config.n_decoder_layers} "
+        f"vocab={config.vocab_size} tie={config.tie_embeddings}"
+    )
+    print(format_table(parameter_table(model), title))
+
+
+def add_average(sub) -> None:
+    p = sub.add_parser("average", help="average the last K checkpoints into a model directory")
+    p.add_argument("run_dir")
+    p.add_argument("--last", type=int_range(1), default=5, help="how many checkpoints (>= 1)")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--fp16", action="store_true", help="store the weights in float16 (half size)")
+    p.add_argument("--force", action="store_true", help="replace the model in an existing --out")
+    p.set_defaults(func=cmd_average)
+
+
+def cmd_average(args: argparse.Namespace) -> None:
+    import torch
+
+    from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.model import build_model
+    from aiayn.train import checkpoint as ckpt
+    from aiayn.train.loop import save_trained_model
+    from aiayn.train.tasks import make_task
+
+    run_dir, out = Path(args.run_dir), fresh_output(Path(args.out), args.force)
+    paths = ckpt.list_checkpoints(run_dir / "checkpoints")
+    if not paths:
+        raise UserError(f"{run_dir / 'checkpoints'}: no checkpoints to average")
+    paths = paths[-args.last :]
+    state = ckpt.load_checkpoint(paths[-1])
+    run = ckpt.run_config_of(state, paths[-1])
+    tokenizer = load_tokenizer(run_dir)
+    task = make_task(run)
+    config = run.model.replace(
+        vocab_size=tokenizer.vocab_size, family=task.family, **task.model_overrides()
+    )
+    model = build_model(config)
+    hint = f"the model is built from its run config and {run_dir}'s tokenizer"
+    ckpt.load_model_state(model, ckpt.average_checkpoints(paths), paths[-1], hint)
+    extra = {"averaged": [p.name for p in paths], **task.saved_extra()}
+    dtype = torch.float16 if args.fp16 else None
+    save_trained_model(out, model.eval(), tokenizer, run, dtype=dtype, extra=extra)
+    print(
+        f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {args.out}"
+    )
+
+
+def add_quantize(sub) -> None:
+    p = sub.add_parser("quantize", help="write an int8 copy of a model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--method", default="int8", choices=["int8"])
+    p.add_argument(
+        "--keep-output-float",
+        action="store_true",
+        help="keep the projection to the vocabulary in float32",
+    )
+    p.add_argument("--force", action="store_true", help="replace the model in a non-empty --out")
+    p.set_defaults(func=cmd_quantize)
+
+
+def cmd_quantize(args: argparse.Namespace) -> None:
+    import shutil
+
+    from aiayn.model.quantize import quantize
+    from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
+
+    src, out = Path(args.model_dir), Path(args.out)
+    if out.resolve() == src.resolve():
+        raise UserError(f"--out {out}: write the quantized model to another directory")
+    fresh_output(out, args.force)
+    model = load_model_dir(src)
+    if getattr(model, "quantization", None):
+        raise UserError(f"{src} is already quantized ({model.quantization['method']})")
+    model = quantize(model, args.method, include_output=not args.keep_output_float)
+    out.mkdir(parents=True, exist_ok=True)
+    for item in sorted(src.iterdir()):  # tokenizer, run.json, ...: everything but the weights
+        if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
+            shutil.copy2(item, out / item.name)
+    save_model_dir(out, model)
+    size = (out / WEIGHTS_FILE).stat().st_size / 2**20
+    print(f"wrote {args.method} model to {out} ({size:.1f} MiB of weights)")

@@ -1,0 +1,202 @@
+"""``translate``, ``evaluate`` and ``attention``: encoder-decoder models."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from aiayn.cli.args import (
+    add_engine_argument,
+    add_quantize_argument,
+    add_search_arguments,
+    add_stdin_arguments,
+    float_range,
+    int_range,
+    search_options,
+    stdin_lines,
+    text_argument,
+    warn_unknown_characters,
+)
+
+
+def add_translate(sub) -> None:
+    p = sub.add_parser("translate", help="translate stdin to stdout, one sentence per line")
+    p.add_argument("model_dir")
+    add_search_arguments(p)
+    p.add_argument(
+        "--nbest",
+        type=int_range(1),
+        default=1,
+        help="print N hypotheses (with --sample: N samples, in the order drawn) per sentence "
+        "as index<TAB>score<TAB>text; the score is the beam score (log P / length penalty), "
+        "or for a sample its log-probability under the model (temperature 1, unfiltered)",
+    )
+    p.add_argument(
+        "--chunk", type=int_range(1), default=2000, help="lines read and sorted at a time"
+    )
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample each token from softmax(logits / T) instead of searching (Phuong & "
+        "Hutter Algorithm 15); reproducible: line i's samples depend on --seed and i only",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float_range(0.0),
+        help="with --sample: T >= 0 (default 1; 0 = greedy)",
+    )
+    p.add_argument(
+        "--top-k", type=int_range(1), help="with --sample: keep the K most likely tokens (>= 1)"
+    )
+    p.add_argument(
+        "--top-p",
+        type=float_range(0.0, 1.0, low_open=True),
+        help="with --sample: keep the most likely tokens up to mass P, in (0, 1]",
+    )
+    p.add_argument(
+        "--seed",
+        type=int_range(0, 2**63 - 1),
+        help="with --sample: random seed (default 0)",
+    )
+    add_stdin_arguments(p)
+    add_quantize_argument(p)
+    add_engine_argument(p)
+    p.set_defaults(func=cmd_translate)
+
+
+def _sampling_option(args: argparse.Namespace):
+    """The ``Sampling`` of ``translate --sample`` (validated by the API); None without
+    --sample."""
+    from aiayn.infer.sampling import Sampling
+
+    given = [f for f in ("temperature", "top_k", "top_p", "seed") if getattr(args, f) is not None]
+    if not args.sample:
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} needs --sample")
+        return None
+    temperature = 1.0 if args.temperature is None else args.temperature
+    top_p = 1.0 if args.top_p is None else args.top_p
+    return Sampling(temperature, args.top_k, top_p, 0 if args.seed is None else args.seed)
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    import time
+
+    from aiayn.api import load_for
+    from aiayn.api.options import check_translate
+    from aiayn.infer.translate import produced_tokens
+
+    options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
+    check_translate(**options)
+    translator = load_for("translate", args.model_dir, quantize=args.quantize, engine=args.engine)
+    total, seconds, produced = 0, 0.0, 0
+    lines_in = stdin_lines(args.errors)
+    while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
+        lines = list(itertools.islice(lines_in, args.chunk))
+        if not lines:
+            break
+        where = f"stdin lines {total + 1}-{total + len(lines)}"
+        warn_unknown_characters(translator.tokenizer, lines, where)
+        start = time.perf_counter()
+        results = translator.translate(lines, first_index=total, **options)
+        seconds += time.perf_counter() - start
+        truncated = [i for i, t in enumerate(results) if t.truncated]
+        _warn_truncated(truncated, total, translator.config.max_len)
+        for i, result in enumerate(results):
+            produced += produced_tokens(result.hypotheses, options["sampling"])
+            if args.nbest == 1:
+                print(result.text)
+            else:
+                for h in result.hypotheses:
+                    print(f"{total + i}\t{h.score:.4f}\t{h.text}")
+        sys.stdout.flush()
+        total += len(lines)
+    print(
+        f"translated {total} sentences in {seconds:.1f}s: {total / max(seconds, 1e-9):.1f} "
+        f"sentences/s, {produced / max(seconds, 1e-9):.0f} tokens/s",
+        file=sys.stderr,
+    )
+
+
+def _warn_truncated(indices: list[int], offset: int, max_len: int, shown: int = 3) -> None:
+    if not indices:
+        return
+    lines = ", ".join(str(offset + i + 1) for i in indices[:shown])
+    more = f" and {len(indices) - shown} more" if len(indices) > shown else ""
+    warnings.warn(
+        f"stdin line {lines}{more}: longer than the model's max_len ({max_len} tokens); "
+        f"only the first {max_len - 1} tokens are translated",
+        stacklevel=2,
+    )
+
+
+def add_attention(sub) -> None:
+    p = sub.add_parser("attention", help="plot attention heatmaps of one sentence to a PNG")
+    p.add_argument("model_dir")
+    p.add_argument("sentence")
+    p.add_argument("--out", default="attention.png")
+    p.add_argument("--self", action="store_true", help="also encoder and decoder self-attention")
+    p.set_defaults(func=cmd_attention)
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from aiayn.api import load_for
+    from aiayn.viz import plot_attention
+
+    translator = load_for("attention", args.model_dir)
+    sentence = text_argument(args.sentence, "the sentence")
+    warn_unknown_characters(translator.tokenizer, [sentence], "the sentence")
+    out = plot_attention(
+        translator.model, translator.tokenizer, sentence, Path(args.out), self_attention=args.self
+    )
+    print(f"wrote {out}")
+
+
+def add_evaluate(sub) -> None:
+    p = sub.add_parser("evaluate", help="sacreBLEU and chrF of a model on a corpus split")
+    p.add_argument("model_dir")
+    p.add_argument("--split", default="test")
+    p.add_argument("--corpus", help="corpus directory (default: the one the model was trained on)")
+    p.add_argument("--output", help="where to write the hypotheses")
+    p.add_argument(
+        "--limit", type=int_range(0), default=0, help="only the first N sentences (0 = all)"
+    )
+    p.add_argument("--samples", type=int_range(0), default=5, help="sample translations to print")
+    add_search_arguments(p)
+    add_quantize_argument(p)
+    add_engine_argument(p)
+    p.set_defaults(func=cmd_evaluate)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from aiayn.api import load_for
+    from aiayn.config import DataConfig
+    from aiayn.evaluate import evaluate_translation
+    from aiayn.modeldir import write_text
+
+    translator = load_for("evaluate", args.model_dir, quantize=args.quantize, engine=args.engine)
+    model, tokenizer = translator.model, translator.tokenizer
+    data = translator.run.get("data", {})
+    config = DataConfig(
+        corpus=args.corpus or data.get("corpus", "data/ding-de-en"),
+        src_lang=data.get("src_lang", "de"),
+        tgt_lang=data.get("tgt_lang", "en"),
+    )
+    scores, pairs, hyps = evaluate_translation(
+        model,
+        tokenizer,
+        config,
+        args.split,
+        args.limit,
+        translator.decoder,
+        **search_options(args),
+    )
+    out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
+    write_text(out, "".join(h + "\n" for h in hyps))
+    print(json.dumps({**scores, "hypotheses": str(out)}, indent=2))
+    for (src, ref), hyp in list(zip(pairs, hyps, strict=True))[: args.samples]:
+        print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")

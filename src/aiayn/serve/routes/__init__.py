@@ -1,0 +1,17 @@
+"""The server's routes, grouped by the API they speak: ``libretranslate``, ``openai`` and
+aiayn's own (``native``). Each route checks its inputs (``aiayn.serve.inputs``), picks the
+model and queues the work on it (``aiayn.serve.registry``), and shapes the answer
+(``aiayn.serve.schemas``); the API object the registry holds does the rest."""
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from aiayn.serve.registry import Registry
+
+
+def registry_of(request: Request) -> Registry:
+    return request.app.state.registry
+
+
+Models = Annotated[Registry, Depends(registry_of)]

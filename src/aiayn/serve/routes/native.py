@@ -1,0 +1,123 @@
+"""aiayn's own API: n-best translations with scores, attention maps, class probabilities;
+the page, health and metrics."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from aiayn.serve import schemas as s
+from aiayn.serve.errors import ServeError
+from aiayn.serve.inputs import check_beam, check_tokens, rounded, texts_of
+from aiayn.serve.registry import ENCODER, TRANSLATOR
+from aiayn.serve.routes import Models
+
+router = APIRouter()
+
+
+@functools.cache
+def page() -> str:
+    return resources.files("aiayn.serve").joinpath("static/index.html").read_text("utf-8")
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def index():
+    return HTMLResponse(page())
+
+
+@router.get("/health")
+async def health(registry: Models):
+    """200 once every model is loaded; 503 while loading; 500 if loading failed."""
+    if registry.ready.is_set():
+        return {"status": "ok", "models": list(registry.models)}
+    if registry.error:
+        return JSONResponse({"status": "failed", "error": registry.error}, 500)
+    return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "2"})
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(registry: Models):
+    return Response(generate_latest(registry.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.post("/v1/translate", response_model=s.TranslateResponse)
+async def translate(req: s.TranslateRequest, registry: Models):
+    """n-best translations with their scores (greedy search when ``beam`` is 1: no score)."""
+    model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
+    texts = texts_of(req.text, "text", registry.config)
+    check_beam(req.beam, registry.config)
+    check_tokens(model, texts, req.text, "text")
+    options = req.model_dump(exclude={"model", "text"})
+    results = await registry.run(
+        model,
+        texts,
+        lambda items: model.translate(items, **options),
+        ("translate", tuple(sorted(options.items()))),
+    )
+    greedy = req.beam == 1 and req.nbest == 1
+
+    def hypothesis(h) -> s.Hypothesis:
+        return s.Hypothesis(text=h.text, score=None if greedy else h.score)
+
+    translations = [
+        s.Translation(
+            text=t.text,
+            score=None if greedy else t.score,
+            nbest=[hypothesis(h) for h in t.hypotheses],
+        )
+        for t in results
+    ]
+    return s.TranslateResponse(model=model.name, translations=translations)
+
+
+@router.post("/v1/attention", response_model=s.AttentionResponse)
+async def attention(req: s.AttentionRequest, registry: Models):
+    """One sentence's translation with every layer's and head's attention weights."""
+    model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
+    texts_of(req.text, "text", registry.config)
+    check_beam(req.beam, registry.config)
+    check_tokens(model, [req.text], req.text, "text")
+    options = req.model_dump(exclude={"model", "text", "early_stop"})
+
+    def run(items: list[str]) -> list[dict]:
+        att = model.attention(items[0], **options)
+        return [
+            dict(
+                model=model.name,
+                translation=att.translation,
+                source_tokens=att.source,
+                output_tokens=att.output,
+                decoder_input_tokens=att.decoder_input,
+                cross=[rounded(w) for w in att.cross],
+                encoder=[rounded(w) for w in att.encoder],
+                decoder=[rounded(w) for w in att.decoder_self],
+            )
+        ]
+
+    (result,) = await registry.run(model, [req.text], run)
+    return result
+
+
+@router.post("/v1/classify", response_model=s.ClassifyResponse)
+async def classify(req: s.ClassifyRequest, registry: Models):
+    """Class probabilities of each text under a classifier."""
+    model = registry.pick(req.model, ENCODER, "/v1/classify")
+    if not model.is_classifier:
+        raise ServeError(422, f"model {model.name!r} has no classifier head", "model")
+    texts = texts_of(req.input, "input", registry.config)
+    check_tokens(model, texts, req.input, "input")
+    probs = await registry.run(model, texts, model.classify, ("classify",))
+    results = []
+    for row in probs:
+        best = max(range(len(row)), key=row.__getitem__)
+        scores = [
+            s.LabelScore(label=label, score=p) for label, p in zip(model.labels, row, strict=True)
+        ]
+        results.append(
+            s.ClassifyResult(label=model.labels[best], score=row[best], probabilities=scores)
+        )
+    return s.ClassifyResponse(model=model.name, results=results)
