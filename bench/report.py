@@ -184,7 +184,8 @@ def training_speed(results: Path) -> str:
 
 def serving_load(results: Path) -> str:
     parts = []
-    for record in latest_by(load(results, "serve_load"), lambda r: r["model_dir"]):
+    records = [r for r in load(results, "serve_load") if r.get("compare") != "engines"]
+    for record in latest_by(records, lambda r: r["model_dir"]):
         rows = [
             [
                 row["server"],
@@ -218,6 +219,50 @@ def serving_load(results: Path) -> str:
                 if speedups
                 else ""
             )
+        )
+    return "\n\n".join(parts)
+
+
+def serving_engines(results: Path) -> str:
+    """``serve_load.py --engines``: serve --engine ctranslate2 against CTranslate2 called
+    directly and serve --engine torch."""
+    parts = []
+    records = [r for r in load(results, "serve_load") if r.get("compare") == "engines"]
+    for record in latest_by(records, lambda r: (r["model_dir"], r["server_threads"])):
+        rows = []
+        for row in record["rows"]:
+            if "clients" in row:
+                latency = [f"{row[k]:.2f} s" for k in ("p50_s", "p95_s", "p99_s")]
+                clients, errors = str(row["clients"]), str(row["errors"])
+            else:  # CTranslate2 alone: batches of the server's --max-batch, no HTTP
+                latency, clients, errors = ["", "", ""], "", ""
+            rows.append([row["server"], clients, num(row["sentences_per_s"], 1), *latency, errors])
+        ratios = [
+            f"serve --engine ctranslate2 / serve --engine torch at {key.split('_')[-2]} "
+            f"clients: {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("serve_ct2_over_serve_torch_at_")
+        ]
+        ratios += [
+            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients / CTranslate2 directly "
+            f"({num(record['direct_ctranslate2_sentences_per_s'], 1)} sentences/s, the mean of "
+            f"its runs): {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("serve_ct2_over_direct_at_")
+        ]
+        parts.append(
+            f"`{record['model_dir']}`, {record['request']}, {record['requests_per_client']} "
+            f"requests per client, {record['server_threads']} server thread(s):\n\n"
+            + provenance(record, "bench/serve_load.py")
+            + "\n\n"
+            + table(
+                ["engine", "clients", "sentences/s", "p50", "p95", "p99", "errors"],
+                rows,
+                {1, 2, 3, 4, 5, 6},
+            )
+            + "\n\n"
+            + "; ".join(ratios)
+            + "."
         )
     return "\n\n".join(parts)
 
@@ -436,6 +481,16 @@ SECTIONS = [
         "`--max-batch 1` (unbatched), N concurrent clients each posting single test "
         "sentences one after another.",
         serving_load,
+    ),
+    (
+        "Serving engines",
+        "`aiayn serve --engine ctranslate2` against `--engine torch` (both with dynamic "
+        "batching, N concurrent clients each posting single test sentences one after another, "
+        "greedy) and against CTranslate2's `Translator.translate_batch` called directly on the "
+        "same sentences in batches of 64 (the server's `--max-batch`), without HTTP; the "
+        "direct runs come before and between the servers' and are averaged, because the "
+        "machine's load drifts.",
+        serving_engines,
     ),
     (
         "Interoperability on real weights",

@@ -9,6 +9,13 @@ appends the results to bench/results/serve_load.jsonl. Every run is bounded in r
 time, sends nothing off this machine, and stops its servers.
 
     python bench/serve_load.py models/ding-de-en
+
+``--engines`` compares engines instead: ``serve --engine ctranslate2`` against CTranslate2
+called directly (``Translator.translate_batch`` over the same sentences, greedy, in batches of
+the server's ``--max-batch``, on the same CTranslate2 model and threads) and against ``serve``
+with the torch engine, and records the ratios:
+
+    python bench/serve_load.py models/ding-de-en --engines --clients 16,64 --requests 4
 """
 
 from __future__ import annotations
@@ -106,6 +113,72 @@ def load(port: int, sentences: list[str], clients: int, requests: int, seconds: 
     }
 
 
+def direct_ctranslate2(model_dir: Path, sentences: list[str], threads: int, batch: int) -> dict:
+    """Sentences/s of ``ctranslate2.Translator`` alone on ``sentences``: sentencepiece pieces
+    plus eos in, greedy, ``batch`` sentences per call (the server's --max-batch)."""
+    import ctranslate2
+
+    from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.interop.ctranslate2 import cached_model
+
+    tokenizer = load_tokenizer(model_dir)
+    path = cached_model(model_dir)  # the conversion the server's engine decodes with
+    translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=threads)
+    tokens = [tokenizer.pieces(s) + ["</s>"] for s in sentences]
+    translator.translate_batch(tokens[:batch], beam_size=1)  # warm-up
+    start = time.perf_counter()
+    for i in range(0, len(tokens), batch):
+        results = translator.translate_batch(
+            tokens[i : i + batch], beam_size=1, max_decoding_length=256
+        )
+        [tokenizer.sp.decode_pieces(r.hypotheses[0]) for r in results]  # as the server does
+    wall = time.perf_counter() - start
+    return {"server": "direct-ctranslate2", "sentences": len(tokens), "seconds": round(wall, 3),
+            "sentences_per_s": round(len(tokens) / wall, 2)}  # fmt: skip
+
+
+def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
+    """serve --engine ctranslate2 vs CTranslate2 directly vs serve --engine torch."""
+    model_dir = Path(args.model_dir)
+    most = max(clients)
+    used = [sentences[i % len(sentences)] for i in range(most * args.requests)]
+    rows = [direct_ctranslate2(model_dir, used, args.threads, 64)]
+    print(json.dumps(rows[-1]), flush=True)
+    rows += run_mode(args, "serve-ctranslate2", ["--engine", "ctranslate2"], clients, sentences)
+    rows.append(direct_ctranslate2(model_dir, used, args.threads, 64))  # again: the load drifts
+    print(json.dumps(rows[-1]), flush=True)
+    rows += run_mode(args, "serve-torch", ["--engine", "torch"], clients, sentences)
+    direct = statistics.fmean(r["sentences_per_s"] for r in rows if r["server"].startswith("d"))
+    by = {(r["server"], r.get("clients")): r["sentences_per_s"] for r in rows}
+    summary = {
+        "direct_ctranslate2_sentences_per_s": round(direct, 2),
+        f"serve_ct2_over_direct_at_{most}_clients": round(
+            by[("serve-ctranslate2", most)] / direct, 2
+        ),
+        **{
+            f"serve_ct2_over_serve_torch_at_{n}_clients": round(
+                by[("serve-ctranslate2", n)] / max(by[("serve-torch", n)], 1e-9), 2
+            )
+            for n in clients
+        },
+    }
+    print(json.dumps(summary))
+    write_result(
+        "serve_load",
+        {
+            "model_dir": args.model_dir,
+            "requests_per_client": args.requests,
+            "server_threads": args.threads,
+            "request": "POST /v1/translate, one test sentence, greedy",
+            "compare": "engines",
+            "rows": rows,
+            **summary,
+            "note": args.note,
+        },
+    )
+    return 0
+
+
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
     server = start_server(Path(args.model_dir), port, "--threads", str(args.threads), *flags)
@@ -132,9 +205,16 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=float, default=180, help="per client count")
     parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
     parser.add_argument("--note", default="", help="free text stored with the results")
+    parser.add_argument(
+        "--engines",
+        action="store_true",
+        help="compare serve --engine ctranslate2, CTranslate2 directly and serve --engine torch",
+    )
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     sentences = test_sentences(Path(args.corpus), 1000)
+    if args.engines:
+        return compare_engines(args, clients, sentences)
     batched = run_mode(args, "batched", [], clients, sentences)
     unbatched_clients = [int(c) for c in args.unbatched_clients.split(",") if c]
     alone = run_mode(args, "unbatched", ["--max-batch", "1"], unbatched_clients, sentences)

@@ -55,3 +55,17 @@ def tiny_run_overrides(corpus, **train):
         **{f"train.{k}": str(v) for k, v in train.items()},
     }
     return [f"{k}={v}" for k, v in settings.items()]
+
+
+@pytest.fixture(scope="session")
+def shipped_copy(tmp_path_factory):
+    """A copy of models/ding-de-en (its CTranslate2 conversion, once made, shared by the tests
+    that use it); skipped where the shipped model is not here."""
+    import shutil
+
+    source = REPO_ROOT / "models" / "ding-de-en"
+    if not (source / "model.safetensors").is_file():
+        pytest.skip("models/ding-de-en is not here")
+    directory = tmp_path_factory.mktemp("ding") / "model"
+    shutil.copytree(source, directory, ignore=shutil.ignore_patterns(".ctranslate2", "*.png"))
+    return directory

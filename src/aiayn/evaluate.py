@@ -28,11 +28,13 @@ def perplexity(mean_nll: float) -> float:
 
 
 def evaluate_translation(
-    model, tokenizer, data_config, split: str = "test", limit: int = 0, **search
+    model, tokenizer, data_config, split: str = "test", limit: int = 0, decoder=None, **search
 ) -> tuple[dict, list[tuple[str, str]], list[str]]:
     """Translate ``split`` of the corpus; score it, and the validation perplexity.
 
-    ``search`` takes translate()'s options: beam, lenpen, max_len_offset, early_stop.
+    ``search`` takes translate()'s options: beam, lenpen, max_len_offset, early_stop;
+    ``decoder`` (default: ``model``) translates, e.g. a ``CTranslate2Engine``; the
+    perplexity is always ``model``'s.
     Returns (scores, source/reference pairs, hypotheses).
     """
     from aiayn.data.parallel import encode_split, load_texts
@@ -44,7 +46,8 @@ def evaluate_translation(
     if limit:
         pairs = pairs[:limit]
     stats: dict = {}
-    hyps = translate_best(model, tokenizer, [s for s, _ in pairs], stats=stats, **search)
+    sources = [s for s, _ in pairs]
+    hyps = translate_best(decoder or model, tokenizer, sources, stats=stats, **search)
     scores = {"split": split, "sentences": len(pairs), **bleu_chrf(hyps, [t for _, t in pairs])}
     valid = encode_split(data_config, tokenizer, "valid", filter_long=False)
     loss, _ = evaluate_loss(model, valid.batches(4096, shuffle=False), PAD)

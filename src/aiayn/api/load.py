@@ -12,7 +12,7 @@ from aiayn.errors import UserError
 from aiayn.infer.classify import check_classifier
 from aiayn.modeldir import load_config
 
-ENGINES = ("torch",)
+ENGINES = ("torch", "ctranslate2")
 
 # what each kind of model directory is good for, by command
 FITS = {
@@ -58,14 +58,37 @@ def load(
         tr.translate(["Guten Morgen."], beam=4)[0].text
 
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads (CPU);
-    ``device`` is where the model runs. Bad directories are ``UserError``s naming the file.
+    ``device`` is where the model runs. ``engine`` "ctranslate2" (translators only; ``pip
+    install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
+    ``path/.ctranslate2`` (``quantize`` "int8": CTranslate2's int8); the torch model stays
+    loaded for ``score`` and ``attention``. Bad directories are ``UserError``s naming the file.
     """
+    config = load_config(Path(path))
+    check_engine(engine, config, path)
+    if engine != "torch":
+        return Translator.from_dir(path, quantize=quantize, device=device, engine=engine)
+    return api_class(config).from_dir(path, quantize=quantize, device=device)
+
+
+def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
+    """``engine`` is one of ``ENGINES``, and one the model's family decodes with."""
     if engine not in ENGINES:
         raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    return api_class(load_config(Path(path))).from_dir(path, quantize=quantize, device=device)
+    if engine != "torch" and config.family != "encoder-decoder":
+        raise UserError(
+            f"{path} holds a model of the {kind(config)} family; the {engine} engine translates "
+            "with encoder-decoder models only (use engine 'torch')"
+        )
 
 
-def load_for(command: str, path: str | Path, *, quantize: str | None = None, device="cpu"):
+def load_for(
+    command: str,
+    path: str | Path,
+    *,
+    quantize: str | None = None,
+    device="cpu",
+    engine: str = "torch",
+):
     """``load`` for a command (translate, evaluate, attention, generate, embed, classify):
     a directory of another family is a ``UserError`` naming the commands it fits."""
     want = COMMAND_FAMILIES[command]
@@ -79,5 +102,8 @@ def load_for(command: str, path: str | Path, *, quantize: str | None = None, dev
             f"{path} holds a model of the {have} family; {command} needs {article} {want} "
             f"model (this directory fits: aiayn {FITS[have]})"
         )
+    check_engine(engine, config, path)
+    if engine != "torch":
+        return Translator.from_dir(path, quantize=quantize, device=device, engine=engine)
     cls = Encoder if command == "embed" else api_class(config)
     return cls.from_dir(path, quantize=quantize, device=device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -30,9 +31,40 @@ class Translator(LoadedModel):
     for t in tr.translate(["Guten Morgen.", "Wie geht es?"], beam=4):
         print(t.text, t.score)
     tr.score(["Guten Morgen."], ["Good morning."])  # log P(target | source)
+
+    ``engine`` names what ``translate`` decodes with: "torch" (the model) or "ctranslate2"
+    (``decoder`` is then an ``aiayn.interop.ctranslate2.CTranslate2Engine``); ``score`` and
+    ``attention`` always run the torch model.
     """
 
     family = "encoder-decoder"
+
+    def __init__(self, model, tokenizer, path=None, run=None, *, decoder=None):
+        super().__init__(model, tokenizer, path, run)
+        self.decoder = self.model if decoder is None else decoder
+
+    @classmethod
+    def from_dir(
+        cls, path: Path | str, *, quantize: str | None = None, device="cpu", engine="torch"
+    ):
+        """Load a model directory; ``engine`` "ctranslate2" also converts it for CTranslate2
+        (once; cached in ``path/.ctranslate2``), which then translates on ``device``'s kind
+        with as many threads as torch has (``torch.get_num_threads``)."""
+        if engine == "torch":
+            return super().from_dir(path, quantize=quantize, device=device)
+        from aiayn.interop.ctranslate2 import CTranslate2Engine
+
+        decoder = CTranslate2Engine(
+            Path(path), quantize=quantize, device=device, threads=torch.get_num_threads()
+        )
+        translator = super().from_dir(path, quantize=quantize, device=device)
+        translator.decoder = decoder
+        return translator
+
+    @property
+    def engine(self) -> str:
+        """What ``translate`` decodes with: "torch" or "ctranslate2"."""
+        return getattr(self.decoder, "name", "torch")
 
     @property
     def languages(self) -> tuple[str, str] | None:
@@ -64,12 +96,16 @@ class Translator(LoadedModel):
         lose (faster; the default stops when none can still win). Texts are sorted by
         length and batched up to ``max_tokens`` source tokens; with sampling, ``texts[k]``
         draws as sentence ``first_index + k`` (samples then do not depend on the batch).
+
+        With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
+        search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are
+        CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply).
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         texts = text_list(texts)
         out, truncated = decoding.translate_texts(
-            self.model, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest, early_stop,
-            max_tokens, sampling, first_index,
+            self.decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
+            early_stop, max_tokens, sampling, first_index,
         )  # fmt: skip
         cut = set(truncated)
         return [

@@ -90,6 +90,16 @@ def add_quantize_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_engine_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=["torch", "ctranslate2"],
+        default="torch",
+        help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached "
+        "in MODEL/.ctranslate2; pip install 'aiayn[ctranslate2]')",
+    )
+
+
 def search_options(args: argparse.Namespace) -> dict:
     return dict(
         beam=args.beam,

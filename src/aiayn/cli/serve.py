@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.args import add_quantize_argument, int_range
+from aiayn.cli.args import add_engine_argument, add_quantize_argument, int_range
 
 
 def add_serve(sub) -> None:
@@ -20,6 +20,7 @@ def add_serve(sub) -> None:
         "--threads", type=int_range(0), default=0, help="torch threads (0 = torch's default)"
     )
     add_quantize_argument(p)
+    add_engine_argument(p)
     for name, (default, text) in ServeConfig.flags().items():
         p.add_argument(
             "--" + name.replace("_", "-"), type=type(default), default=default, help=text
@@ -43,5 +44,5 @@ def cmd_serve(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize)
+    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize, args.engine)
     run_server(specs, config, args.host, args.port)

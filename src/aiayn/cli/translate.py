@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from aiayn.cli.args import (
+    add_engine_argument,
     add_quantize_argument,
     add_search_arguments,
     add_stdin_arguments,
@@ -63,6 +64,7 @@ def add_translate(sub) -> None:
     )
     add_stdin_arguments(p)
     add_quantize_argument(p)
+    add_engine_argument(p)
     p.set_defaults(func=cmd_translate)
 
 
@@ -90,7 +92,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
-    translator = load_for("translate", args.model_dir, quantize=args.quantize)
+    translator = load_for("translate", args.model_dir, quantize=args.quantize, engine=args.engine)
     total, seconds, produced = 0, 0.0, 0
     lines_in = stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
@@ -166,6 +168,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--samples", type=int_range(0), default=5, help="sample translations to print")
     add_search_arguments(p)
     add_quantize_argument(p)
+    add_engine_argument(p)
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -175,7 +178,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.evaluate import evaluate_translation
     from aiayn.modeldir import write_text
 
-    translator = load_for("evaluate", args.model_dir, quantize=args.quantize)
+    translator = load_for("evaluate", args.model_dir, quantize=args.quantize, engine=args.engine)
     model, tokenizer = translator.model, translator.tokenizer
     data = translator.run.get("data", {})
     config = DataConfig(
@@ -184,7 +187,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         tgt_lang=data.get("tgt_lang", "en"),
     )
     scores, pairs, hyps = evaluate_translation(
-        model, tokenizer, config, args.split, args.limit, **search_options(args)
+        model,
+        tokenizer,
+        config,
+        args.split,
+        args.limit,
+        translator.decoder,
+        **search_options(args),
     )
     out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
     write_text(out, "".join(h + "\n" for h in hyps))

@@ -33,7 +33,12 @@ def search(
     log P / lp (§6.1); a sample's is its log-probability under the model.
     ``indices`` (B,) identify the sentences for sampling: sentence i's samples come from
     generators seeded by (``sampling.seed``, i, sample number); default 0 .. B-1.
+
+    ``model`` may also be a decoding engine (an object with a ``search`` method of this
+    signature, e.g. ``aiayn.interop.ctranslate2.CTranslate2Engine``), which then decodes.
     """
+    if not isinstance(model, torch.nn.Module):
+        return model.search(src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices)
     if sampling is not None:
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
@@ -112,7 +117,7 @@ def translate_texts(
     out: list = [[("", Hypothesis([], 0.0, 0.0))] if is_blank(t) else None for t in texts]
     todo = [k for k, done in enumerate(out) if done is None]
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
-    device = next(model.parameters()).device
+    device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else "cpu"
     for batch in length_batches([len(ids[k]) for k in todo], budget):
         chunk = [todo[j] for j in batch]
         src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)

@@ -15,6 +15,7 @@ from pathlib import Path
 import aiayn
 from aiayn.api import Classifier, Generator, Translation, Translator
 from aiayn.api.generator import CompletionText
+from aiayn.api.load import ENGINES
 from aiayn.data.tokenizer import has_tokenizer
 from aiayn.infer.attention import AttentionMap
 from aiayn.modeldir import load_config
@@ -23,12 +24,14 @@ from aiayn.modeldir import load_config
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
-    ``quantize`` ("int8") quantizes a float model's linear layers as it loads."""
+    ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
+    "ctranslate2" translates with CTranslate2 (``aiayn.load``'s engine)."""
 
     path: Path
     name: str
     languages: tuple[str, ...] | None = None
     quantize: str | None = None
+    engine: str = "torch"
 
 
 def read_run(path: Path) -> dict:
@@ -44,6 +47,12 @@ def read_run(path: Path) -> dict:
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     config = load_config(spec.path)
+    if spec.engine not in ENGINES:
+        raise ValueError(f"engine {spec.engine!r}: allowed: {', '.join(ENGINES)}")
+    if spec.engine == "ctranslate2" and config.family != "encoder-decoder":
+        raise ValueError(
+            f"{spec.path}: the ctranslate2 engine translates; this is an {config.family} model"
+        )
     if not has_tokenizer(spec.path):
         raise FileNotFoundError(f"{spec.path}: no tokenizer (tokenizer.model or tokenizer.json)")
     run = read_run(spec.path)
@@ -67,7 +76,8 @@ class ServedModel:
     def __init__(self, spec: ModelSpec) -> None:
         check_spec(spec)
         self.name, self.path = spec.name, Path(spec.path)
-        self.api = aiayn.load(self.path, quantize=spec.quantize)
+        self.api = aiayn.load(self.path, quantize=spec.quantize, engine=spec.engine)
+        self.engine = spec.engine
         self.config = self.api.config
         self.family = self.config.family
         self.labels: list[str] | None = (
@@ -107,6 +117,7 @@ class ServedModel:
             "languages": list(self.languages) if self.languages else None,
             "labels": self.labels,
             "quantization": self.api.quantization,
+            "engine": self.engine,
             "path": str(self.path),
         }
 

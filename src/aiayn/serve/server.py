@@ -30,9 +30,10 @@ def model_specs(
     names: list[str] | None = None,
     languages: list[str] | None = None,
     quantize: str | None = None,
+    engine: str = "torch",
 ) -> list[ModelSpec]:
     """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``
-    to all of them."""
+    and ``--engine`` to all of them."""
     names, languages = names or [], languages or []
     for flag, values in (("--name", names), ("--languages", languages)):
         if len(values) > len(model_dirs):
@@ -41,7 +42,7 @@ def model_specs(
     for i, path in enumerate(model_dirs):
         name = names[i] if i < len(names) else default_name(Path(path))
         langs = tuple(languages[i].split("-")) if i < len(languages) else None
-        spec = ModelSpec(Path(path), name, langs, quantize)
+        spec = ModelSpec(Path(path), name, langs, quantize, engine)
         check_spec(spec)
         specs.append(spec)
     return specs

@@ -1,0 +1,127 @@
+"""Argos Translate packages (``.argosmodel``) of aiayn's translation models, which Argos
+Translate and LibreTranslate install as their own.
+
+A package is a zip archive holding one directory with ``metadata.json`` (the language pair),
+``model/`` (the CTranslate2 conversion, which appends eos to each source itself: Argos
+Translate passes sentencepiece's pieces alone), ``sentencepiece.model`` and a README. Argos
+Translate splits text into sentences before translating; its default splitter (MiniSBD)
+downloads a model for the source language on first use, so the package also carries a spaCy
+pipeline of the source language with no trained parts (``spacy/``), to which Argos adds
+spaCy's rule-based sentencizer when ``ARGOS_CHUNK_TYPE=SPACY``: with that setting, nothing is
+downloaded (spaCy must be installed when the package is built; without it the package is
+written without ``spacy/``, and says so).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from aiayn.errors import UserError
+from aiayn.interop.ctranslate2 import convert, sentencepiece_files
+from aiayn.modeldir import read_run_json
+
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish",
+    "fr": "French", "it": "Italian", "ja": "Japanese", "nl": "Dutch", "pl": "Polish",
+    "pt": "Portuguese", "ru": "Russian", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
+}  # fmt: skip
+PACKAGE_VERSION = "1.0"
+
+
+def languages_of(model_dir: Path, source: str | None, target: str | None) -> tuple[str, str]:
+    """The language pair: given, or the one the model was trained on (run.json)."""
+    data = read_run_json(Path(model_dir)).get("data", {})
+    source = source or data.get("src_lang")
+    target = target or data.get("tgt_lang")
+    if not source or not target:
+        raise UserError(
+            f"{model_dir}: its run.json names no language pair; give the source and target "
+            "language codes (e.g. --from de --to en)"
+        )
+    return source, target
+
+
+def _spacy_pipeline(language: str, out: Path) -> bool:
+    """Write a blank spaCy pipeline of ``language`` (its tokenizer rules, no trained parts)
+    to ``out``; False when spaCy is not installed."""
+    try:
+        import spacy
+    except ImportError:
+        return False
+    try:
+        nlp = spacy.blank(language)
+    except (ImportError, KeyError, ValueError):  # a language spaCy has no rules for
+        nlp = spacy.blank("xx")
+    nlp.to_disk(out)
+    return True
+
+
+def export_argos(
+    model_dir: Path,
+    out: Path,
+    source: str | None = None,
+    target: str | None = None,
+    quantization: str | None = None,
+) -> dict:
+    """Write the Argos Translate package ``out`` (a ``.argosmodel`` zip, replaced whole) of
+    the encoder-decoder in ``model_dir``; ``source``/``target`` default to run.json's."""
+    from aiayn.data.tokenizer import load_tokenizer
+
+    model_dir, out = Path(model_dir), Path(out)
+    source, target = languages_of(model_dir, source, target)
+    files = sentencepiece_files(load_tokenizer(model_dir))
+    if list(files) != ["sentencepiece.model"]:
+        raise UserError(
+            f"{model_dir}: its source and target sentencepiece models differ; an Argos "
+            "Translate package carries one sentencepiece.model"
+        )
+    name = f"translate-{source}_{target}-{PACKAGE_VERSION.replace('.', '_')}"
+    with tempfile.TemporaryDirectory(prefix="aiayn-argos-") as tmp:
+        root = Path(tmp) / name
+        root.mkdir()
+        record = convert(model_dir, root / "model", quantization, add_source_eos=True)
+        (root / "sentencepiece.model").write_bytes(files["sentencepiece.model"])
+        splitter = _spacy_pipeline(source, root / "spacy")
+        metadata = {
+            "package_version": PACKAGE_VERSION,
+            "argos_version": "1.9.0",
+            "from_code": source,
+            "from_name": LANGUAGE_NAMES.get(source, source),
+            "to_code": target,
+            "to_name": LANGUAGE_NAMES.get(target, target),
+            "type": "translate",
+            "links": [],
+        }
+        (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+        split = (
+            "It carries a spaCy pipeline (spacy/): with ARGOS_CHUNK_TYPE=SPACY, Argos Translate "
+            "splits sentences with spaCy's rule-based sentencizer and downloads nothing."
+            if splitter
+            else "It carries no sentence splitter (spaCy was not installed when it was built): "
+            "Argos Translate's default splitter downloads one on first use."
+        )
+        (root / "README.md").write_text(
+            f"# {metadata['from_name']} -> {metadata['to_name']}\n\n"
+            f"An aiayn Transformer (Vaswani et al. 2017) exported from {model_dir.name}, "
+            f"converted by CTranslate2 {record['ctranslate2']}"
+            f"{' (int8)' if quantization else ''}.\n\n{split}\n"
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tmp) / "package.zip"
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+            for path in sorted(root.rglob("*")):
+                z.write(path, path.relative_to(Path(tmp)).as_posix())
+        shutil.move(partial, out)
+    return {
+        "format": "argos",
+        "out": str(out),
+        "package": name,
+        "from": source,
+        "to": target,
+        "sentence_splitter": "spacy" if splitter else None,
+        **record,
+    }

@@ -1,0 +1,439 @@
+"""CTranslate2 (Klein et al. 2020) as a decoding engine for aiayn's encoder-decoders, and as an
+export format.
+
+A model directory is exported as a Marian directory (``aiayn.interop.hf.export_hf``) and
+converted by CTranslate2's own converter (``ctranslate2.converters.TransformersConverter``),
+once: the converted model is cached beside the model, in ``MODEL/.ctranslate2/KEY/``, where
+KEY names the SHA-256 of the weights and the quantization, so changed weights or another
+quantization convert anew (``cached_model``). ``CTranslate2Engine.search`` then decodes with
+``ctranslate2.Translator`` and answers as ``aiayn.infer.translate.search`` does: an n-best
+list of ``Hypothesis(tokens, score, log_prob)`` per sentence, in aiayn's token ids.
+
+How the options map (``CTranslate2Engine.search``):
+
+* the length limit (source length + ``max_len_offset``, per sentence) is CTranslate2's
+  ``max_decoding_length``; eos may come first (``min_decoding_length`` 0), as in aiayn;
+* greedy search (beam 1) is CTranslate2's, token for token; the score is the log-probability;
+* beam search keeps aiayn's scores: log P / lp(Y), lp(Y) = ((5 + |Y|) / 6) ** lenpen (GNMT).
+  CTranslate2 normalises by |Y| ** lenpen instead, so its finished hypotheses (all ``beam`` of
+  them) are rescored with GNMT's penalty. Its stopping rule differs from aiayn's exact search:
+  with lenpen 0 it stops when the best candidate of a step is eos (the best hypothesis is then
+  the exact one; further n-best entries may differ); with lenpen > 0 it runs to the length
+  limit (``early_stop``: it stops at ``beam`` finished hypotheses), and aiayn's best
+  hypothesis is found when it is among the ``beam`` best by CTranslate2's penalty;
+* sampling is CTranslate2's sampler (temperature, top-k, top-p), seeded with
+  ``ctranslate2.set_random_seed``: the same sentences with the same seed give the same samples
+  (with the torch engine a sentence's samples depend only on the seed and its index); each
+  sample is scored by its log-probability under the model, as in aiayn;
+* an option without a counterpart is an error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+from aiayn.data.tokenizer import EOS, PAD, load_tokenizer
+from aiayn.errors import UserError
+from aiayn.infer.beam import Hypothesis, length_penalty
+from aiayn.modeldir import CONFIG_FILE, HASH_KEY, WEIGHTS_FILE, file_sha256, load_config
+
+INSTALL = "pip install 'aiayn[ctranslate2]'"
+QUANTIZATIONS = ("int8",)
+CACHE_DIR = ".ctranslate2"  # inside the model directory
+STAMP = "aiayn.json"  # in a converted model: what it was converted from
+SEARCH_OPTIONS = ("beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices")
+
+
+def require_ctranslate2():
+    """The ``ctranslate2`` module, or an error saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError(f"the ctranslate2 engine needs CTranslate2: {INSTALL}") from None
+    return ctranslate2
+
+
+def _check_quantization(quantization: str | None) -> None:
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise UserError(
+            f"quantization {quantization!r} has no CTranslate2 counterpart here; allowed: "
+            f"{', '.join(QUANTIZATIONS)} (or none: float32)"
+        )
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """The SHA-256 of the model's weights file, checked against the one config.json records."""
+    model_dir = Path(model_dir)
+    path = model_dir / WEIGHTS_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: no weights file in the model directory")
+    digest = file_sha256(path)
+    config = json.loads((model_dir / CONFIG_FILE).read_text())
+    recorded = (config.get(HASH_KEY) or {}).get(WEIGHTS_FILE)
+    if recorded is not None and recorded != digest:
+        raise UserError(
+            f"{path}: the weights are damaged or were replaced (SHA-256 {digest[:12]}..., but "
+            f"{model_dir / CONFIG_FILE} records {recorded[:12]}...)"
+        )
+    return digest
+
+
+def convert(
+    model_dir: Path, out: Path, quantization: str | None = None, add_source_eos: bool = True
+) -> dict:
+    """Convert the aiayn encoder-decoder in ``model_dir`` into the CTranslate2 model ``out``
+    (model.bin, shared_vocabulary.json, config.json) with CTranslate2's own converter.
+
+    ``add_source_eos``: CTranslate2 appends eos to each source itself (so callers pass the
+    sentencepiece pieces alone, as Argos Translate does); aiayn's models read sources ending
+    in eos. Returns the record written to ``out/aiayn.json``.
+    """
+    _check_quantization(quantization)
+    ctranslate2 = require_ctranslate2()
+    from ctranslate2.converters import TransformersConverter
+
+    from aiayn.interop.hf import export_hf
+
+    model_dir, out = Path(model_dir), Path(out)
+    config = load_config(model_dir)
+    if config.family != "encoder-decoder":
+        raise UserError(
+            f"{model_dir} holds an {config.family} model; the CTranslate2 engine and export "
+            "take encoder-decoder (translation) models"
+        )
+    digest = weights_sha256(model_dir)
+    with tempfile.TemporaryDirectory(prefix="aiayn-hf-") as hf:
+        try:
+            export_hf(model_dir, Path(hf))
+        except ValueError as e:  # an option Marian (and so CTranslate2) does not have
+            raise UserError(f"{model_dir}: {str(e).replace('Marian', 'CTranslate2')}") from None
+        with warnings.catch_warnings():  # transformers' advice about optional packages
+            warnings.simplefilter("ignore")
+            TransformersConverter(hf).convert(str(out), quantization=quantization, force=True)
+    ct2_config = json.loads((out / "config.json").read_text())
+    ct2_config["add_source_eos"] = add_source_eos
+    (out / "config.json").write_text(json.dumps(ct2_config, indent=2) + "\n")
+    record = {
+        "weights_sha256": digest,
+        "quantization": quantization,
+        "add_source_eos": add_source_eos,
+        "ctranslate2": ctranslate2.__version__,
+    }
+    (out / STAMP).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def cache_key(digest: str, quantization: str | None) -> str:
+    return f"{digest[:16]}-{quantization or 'float32'}"
+
+
+def cached_model(
+    model_dir: Path, quantization: str | None = None, cache_dir: Path | None = None
+) -> Path:
+    """The CTranslate2 conversion of ``model_dir``, converted on first use and reused while
+    the weights (their SHA-256) and the quantization stay the same.
+
+    The cache lives in ``cache_dir`` (default ``MODEL/.ctranslate2``); conversions of weights
+    that are no longer there are removed. A conversion is written beside its place and renamed
+    into it, so an interrupted one leaves nothing a later call would use.
+    """
+    _check_quantization(quantization)
+    model_dir = Path(model_dir)
+    load_config(model_dir)  # a model directory, or an error naming what is missing
+    digest = weights_sha256(model_dir)
+    root = Path(cache_dir) if cache_dir is not None else model_dir / CACHE_DIR
+    target = root / cache_key(digest, quantization)
+    if _stamp(target).get("weights_sha256") == digest:
+        return target
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for old in root.iterdir():  # conversions of earlier weights
+            if old.is_dir() and not old.name.startswith(".") and old.name[:16] != digest[:16]:
+                shutil.rmtree(old, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=".converting-", dir=root))
+    except OSError as e:
+        raise UserError(
+            f"{root}: cannot write the CTranslate2 conversion there ({e.strerror or e}); "
+            "pass a writable cache directory"
+        ) from None
+    try:
+        convert(model_dir, work / "model", quantization, add_source_eos=False)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(work / "model", target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _stamp(directory: Path) -> dict:
+    try:
+        data = json.loads((Path(directory) / STAMP).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _device(device) -> tuple[str, int]:
+    """CTranslate2's (device, device_index) of a torch device: cpu or cuda only."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise UserError(f"device {device!r}: CTranslate2 runs on cpu or cuda (e.g. cuda:0)")
+    return parsed.type, parsed.index or 0
+
+
+class CTranslate2Engine:
+    """Decodes an aiayn encoder-decoder with ``ctranslate2.Translator``.
+
+    ``search`` has the meaning and the answer of ``aiayn.infer.translate.search`` (which
+    hands it the work when given this engine in place of a model); ``config`` and
+    ``tokenizer`` are the model directory's. ``quantize`` "int8" decodes with CTranslate2's
+    int8; ``device`` is a torch device ("cpu", "cuda", "cuda:1"); ``threads`` 0 lets
+    CTranslate2 choose.
+    """
+
+    name = "ctranslate2"
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        quantize: str | None = None,
+        device: str = "cpu",
+        threads: int = 0,
+        cache_dir: Path | None = None,
+    ) -> None:
+        ctranslate2 = require_ctranslate2()
+        self.model_dir = Path(model_dir)
+        self.config = load_config(self.model_dir)
+        self.tokenizer = load_tokenizer(self.model_dir)
+        self.quantization = quantize
+        self.path = cached_model(self.model_dir, quantize, cache_dir)
+        kind, index = _device(device)
+        self._options = dict(
+            device=kind,
+            device_index=index,
+            compute_type="int8" if quantize == "int8" else "float32",
+            inter_threads=1,
+            intra_threads=threads,
+        )
+        self.translator = ctranslate2.Translator(str(self.path), **self._options)
+        self._pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.vocab_size)]
+        self._ids: dict[str, int] = {}
+        for i, piece in enumerate(self._pieces):
+            self._ids.setdefault(piece, i)
+        self._eos = self._pieces[EOS]
+        self._seed_lock = threading.Lock()
+
+    # --- token ids <-> CTranslate2's token strings -------------------------------------
+
+    def _source(self, row) -> list[str]:
+        return [self._pieces[t] for t in row if t != PAD]
+
+    def _target(self, pieces: list[str]) -> list[int]:
+        unk = self._ids.get("<unk>", 1)
+        return [EOS if p == self._eos else self._ids.get(p, unk) for p in pieces]
+
+    # --- search --------------------------------------------------------------------------
+
+    def search(
+        self,
+        src,
+        beam: int = 1,
+        lenpen: float = 0.6,
+        max_len_offset: int = 50,
+        nbest: int = 1,
+        early_stop: bool = False,
+        sampling=None,
+        indices: list[int] | None = None,
+        **other,
+    ) -> list[list[Hypothesis]]:
+        """n-best lists per sentence for sources (B, S) of aiayn ids (a padded tensor or
+        lists, each ending in eos), as ``aiayn.infer.translate.search``; see the module
+        docstring for how each option maps. ``indices`` name the sentences for the torch
+        engine's seeds; CTranslate2's sampler has no such seeds and ignores them."""
+        if other:
+            name = sorted(other)[0]
+            raise UserError(
+                f"option {name!r} has no CTranslate2 counterpart; the ctranslate2 engine "
+                f"takes {', '.join(SEARCH_OPTIONS)}"
+            )
+        if beam < 1 or nbest < 1 or max_len_offset < 0:
+            raise ValueError(
+                f"beam and nbest must be >= 1 and max_len_offset >= 0, got beam={beam}, "
+                f"nbest={nbest}, max_len_offset={max_len_offset}"
+            )
+        rows = src.tolist() if hasattr(src, "tolist") else [list(r) for r in src]
+        sources = [self._source(r) for r in rows]
+        limits = [len(s) + max_len_offset for s in sources]
+        if sampling is not None:
+            if beam != 1:
+                raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
+            if early_stop:
+                raise ValueError("early_stop is for beam search: use it without sampling")
+            return self._sample(sources, limits, nbest, sampling)
+        if nbest > beam:
+            raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
+        if beam == 1:
+            return self._greedy(sources, limits)
+        return self._beam(sources, limits, beam, lenpen, nbest, early_stop)
+
+    def _common(self, limit: int) -> dict:
+        return dict(
+            max_decoding_length=limit,
+            min_decoding_length=0,
+            max_input_length=0,
+            return_end_token=True,
+            return_scores=True,
+        )
+
+    def _greedy(self, sources, limits) -> list[list[Hypothesis]]:
+        """One call up to the longest limit; greedy tokens do not depend on the limit, so a
+        row past its own limit is cut there (and its shorter prefix scored anew)."""
+        if not sources:
+            return []
+        results = self.translator.translate_batch(
+            sources, beam_size=1, length_penalty=0.0, **self._common(max(limits))
+        )
+        out, cut = [], []
+        for i, (result, limit) in enumerate(zip(results, limits, strict=True)):
+            tokens = self._target(result.hypotheses[0])
+            if len(tokens) > limit:
+                tokens = tokens[:limit]
+                cut.append(i)
+            score = float(result.scores[0])
+            out.append([Hypothesis(tokens, score, score)])
+        if cut:
+            scores = self._log_probs([sources[i] for i in cut], [out[i][0].tokens for i in cut])
+            for i, score in zip(cut, scores, strict=True):
+                out[i] = [Hypothesis(out[i][0].tokens, score, score)]
+        return out
+
+    def _groups(self, limits: list[int]) -> dict[int, list[int]]:
+        """Sentence indices by length limit (CTranslate2 takes one limit per call)."""
+        groups: dict[int, list[int]] = {}
+        for i, limit in enumerate(limits):
+            groups.setdefault(limit, []).append(i)
+        return groups
+
+    def _beam(self, sources, limits, beam, lenpen, nbest, early_stop) -> list[list[Hypothesis]]:
+        out: list = [None] * len(sources)
+        for limit, members in self._groups(limits).items():
+            exhaustive = lenpen > 0 and not early_stop  # run to the limit: patience past it
+            results = self.translator.translate_batch(
+                [sources[i] for i in members],
+                beam_size=beam,
+                length_penalty=lenpen,
+                patience=float(limit + 1) if exhaustive else 1.0,
+                num_hypotheses=nbest if lenpen == 0 else beam,
+                **self._common(limit),
+            )
+            for i, result in zip(members, results, strict=True):
+                hyps = []
+                for pieces, score in zip(result.hypotheses, result.scores, strict=True):
+                    tokens = self._target(pieces)
+                    log_prob = float(score) * len(tokens) ** lenpen  # undo |Y| ** lenpen
+                    gnmt = log_prob / length_penalty(len(tokens), lenpen)
+                    hyps.append(Hypothesis(tokens, gnmt, log_prob))
+                out[i] = sorted(hyps, key=lambda h: -h.score)[:nbest]
+        return out
+
+    def _sample(self, sources, limits, nbest, sampling) -> list[list[Hypothesis]]:
+        """CTranslate2 seeds a translator's random generators when it starts its threads,
+        so a seeded call runs on a translator of its own (an unseeded one on the engine's)."""
+        import ctranslate2
+
+        greedy = sampling.temperature == 0
+        options = dict(
+            beam_size=1,
+            num_hypotheses=nbest,
+            sampling_topk=1 if greedy else (sampling.top_k or 0),
+            sampling_topp=sampling.top_p,
+            sampling_temperature=1.0 if greedy else sampling.temperature,
+        )
+        out: list = [None] * len(sources)
+        with self._seed_lock:
+            translator = self.translator  # seed None: a fresh draw each call
+            if sampling.seed is not None:
+                ctranslate2.set_random_seed(sampling.seed)
+                translator = ctranslate2.Translator(str(self.path), **self._options)
+            for limit, members in self._groups(limits).items():
+                results = translator.translate_batch(
+                    [sources[i] for i in members], **options, **self._common(limit)
+                )
+                for i, result in zip(members, results, strict=True):
+                    out[i] = [self._target(p) for p in result.hypotheses]
+        flat = [(i, tokens) for i, samples in enumerate(out) for tokens in samples]
+        scores = self._log_probs([sources[i] for i, _ in flat], [t for _, t in flat])
+        hyps: list[list[Hypothesis]] = [[] for _ in sources]
+        for (i, tokens), score in zip(flat, scores, strict=True):
+            hyps[i].append(Hypothesis(tokens, score, score))
+        return hyps
+
+    def _log_probs(self, sources, targets: list[list[int]]) -> list[float]:
+        """log P(target | source) of each pair under the model (teacher forcing); a target
+        without eos (cut at its limit) is scored without it."""
+        if not targets:
+            return []
+        body = [[self._pieces[t] for t in tokens if t != EOS] for tokens in targets]
+        results = self.translator.score_batch(sources, body, max_input_length=0)
+        scores = []
+        for tokens, result in zip(targets, results, strict=True):
+            log_probs = list(result.log_probs)  # one per target token, then eos
+            ended = bool(tokens) and tokens[-1] == EOS
+            scores.append(float(sum(log_probs if ended else log_probs[:-1])))
+        return scores
+
+
+def sentencepiece_files(tokenizer) -> dict[str, bytes]:
+    """The sentencepiece model(s) a CTranslate2 user tokenizes with: one shared model
+    (``sentencepiece.model``), or Marian's source and target models."""
+    from aiayn.data.marian_tokenizer import SOURCE_SPM, TARGET_SPM, MarianTokenizer
+
+    if isinstance(tokenizer, MarianTokenizer):
+        if tokenizer.source_proto == tokenizer.target_proto:
+            return {"sentencepiece.model": tokenizer.source_proto}
+        return {SOURCE_SPM: tokenizer.source_proto, TARGET_SPM: tokenizer.target_proto}
+    proto = getattr(tokenizer, "proto", None)
+    if proto is None:
+        raise UserError(
+            f"the tokenizer ({type(tokenizer).__name__}) is not a sentencepiece model; "
+            "CTranslate2 and Argos Translate packages carry sentencepiece models"
+        )
+    return {"sentencepiece.model": proto}
+
+
+def export_ctranslate2(model_dir: Path, out: Path, quantization: str | None = None) -> dict:
+    """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole): the
+    converted model, which appends eos to each source itself (``add_source_eos``), and the
+    sentencepiece model(s) that cut text into its tokens::
+
+        sp = sentencepiece.SentencePieceProcessor(model_file=f"{out}/sentencepiece.model")
+        translator = ctranslate2.Translator(out)
+        result = translator.translate_batch([sp.encode(text, out_type=str)])
+        sp.decode(result[0].hypotheses[0])
+    """
+    model_dir, out = Path(model_dir), Path(out)
+    files = sentencepiece_files(load_tokenizer(model_dir))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        record = convert(model_dir, work / "model", quantization, add_source_eos=True)
+        for name, data in files.items():
+            (work / "model" / name).write_bytes(data)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(work / "model", out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"format": "ctranslate2", "out": str(out), **record, "tokenizer": sorted(files)}

@@ -1,0 +1,115 @@
+"""``--engine ctranslate2`` on translate / evaluate / serve, and ``export --format
+ctranslate2 | argos``, on a copy of the shipped model: the same answers as the torch engine."""
+
+import io
+import json
+import zipfile
+
+import pytest
+
+from aiayn.cli import main
+from aiayn.infer.translate import translate
+from aiayn.modeldir import load_model_and_tokenizer
+from tests.conftest import REPO_ROOT, write_sample_corpus
+
+pytest.importorskip("ctranslate2", reason="CTranslate2 is not installed (aiayn[ctranslate2])")
+pytest.importorskip("transformers", reason="CTranslate2's converter needs transformers")
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+MODEL = REPO_ROOT / "models" / "ding-de-en"
+LINES = ["Guten Morgen.", "Wie geht es dir?", "Das Buch liegt auf dem Tisch.", "Ja."]
+
+
+@pytest.fixture(scope="module")
+def shipped(shipped_copy):
+    directory = shipped_copy
+    return directory
+
+
+def _translate(argv, monkeypatch, capsys) -> list[str]:
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(LINES) + "\n"))
+    assert main(argv) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_translate_with_the_ctranslate2_engine_prints_what_torch_prints(
+    shipped, monkeypatch, capsys
+):
+    for options in ([], ["--beam", "4", "--nbest", "2", "--lenpen", "0"]):
+        torch_out = _translate(["translate", str(shipped), *options], monkeypatch, capsys)
+        ct2 = ["translate", str(shipped), "--engine", "ctranslate2", *options]
+        ct2_out = _translate(ct2, monkeypatch, capsys)
+        if options:  # index<TAB>score<TAB>text: the scores agree to the printed digits
+            torch_out = [line.split("\t")[::2] for line in torch_out]
+            ct2_out = [line.split("\t")[::2] for line in ct2_out]
+        assert ct2_out == torch_out and len(ct2_out) >= len(LINES)
+    assert (shipped / ".ctranslate2").is_dir()  # converted once, kept beside the model
+
+
+def test_evaluate_with_the_ctranslate2_engine(shipped, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    write_sample_corpus(corpus, n_train=10, n_valid=20, n_test=20)
+    scores = {}
+    for engine in ("torch", "ctranslate2"):
+        out = shipped.parent / f"{engine}.hyp.txt"
+        argv = ["evaluate", str(shipped), "--corpus", str(corpus), "--samples", "0"]
+        argv += ["--output", str(out)]
+        assert main([*argv, "--engine", engine]) == 0
+        text = capsys.readouterr().out
+        scores[engine] = json.loads(text[: text.rindex("}") + 1])
+    for key in ("bleu", "chrf", "valid_ppl", "sentences"):
+        assert scores["ctranslate2"][key] == scores["torch"][key]
+    assert (shipped.parent / "ctranslate2.hyp.txt").read_text() == (
+        shipped.parent / "torch.hyp.txt"
+    ).read_text()
+
+
+def test_export_formats_on_the_command_line(shipped, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    assert main(["export", str(shipped), "--format", "ctranslate2", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "ctranslate2"
+    assert (out / "model.bin").is_file() and (out / "sentencepiece.model").is_file()
+    assert main(["export", str(shipped), "--format", "ctranslate2", "--out", str(out)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    package = tmp_path / "de_en.argosmodel"
+    argv = ["export", str(shipped), "--format", "argos", "--out", str(package), "--quantize"]
+    assert main([*argv, "int8"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["quantization"] == "int8" and zipfile.is_zipfile(package)
+    argv = ["export", str(shipped), "--out", str(tmp_path / "hf")]
+    assert main([*argv, "--quantize", "int8"]) == 2
+    assert "--quantize is for --format ctranslate2 or argos" in capsys.readouterr().err
+    assert main([*argv, "--from", "de"]) == 2
+    assert "--from and --to are for --format argos" in capsys.readouterr().err
+    assert main(["export", str(shipped), "--format", "onnx", "--out", str(tmp_path / "x")]) == 2
+    assert "invalid choice: 'onnx'" in capsys.readouterr().err
+
+
+def test_serve_with_the_ctranslate2_engine_answers_as_the_torch_engine(shipped):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx2")
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+    from tests.serve.conftest import wait_ready
+
+    model, tokenizer = load_model_and_tokenizer(shipped)
+    spec = ModelSpec(shipped, "ding", engine="ctranslate2")
+    with TestClient(create_app([spec], ServeConfig())) as client:
+        wait_ready(client)
+        [described] = client.get("/v1/models").json()["data"]
+        assert described["engine"] == "ctranslate2"
+        r = client.post("/translate", json={"q": LINES, "source": "de", "target": "en"})
+        assert r.json()["translatedText"] == [h[0][0] for h in translate(model, tokenizer, LINES)]
+        body = {"text": LINES, "beam": 4, "nbest": 2, "lenpen": 0.0}
+        got = client.post("/v1/translate", json=body).json()["translations"]
+        want = translate(model, tokenizer, LINES, beam=4, nbest=2, lenpen=0.0)
+        assert [g["text"] for g in got] == [w[0][0] for w in want]
+        r = client.post("/v1/attention", json={"text": LINES[0]})  # the torch model's
+        assert r.status_code == 200
+    from aiayn.serve.models import check_spec
+
+    with pytest.raises(ValueError, match="engine 'onnx': allowed: torch, ctranslate2"):
+        check_spec(ModelSpec(shipped, "x", engine="onnx"))
