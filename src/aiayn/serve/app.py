@@ -22,6 +22,7 @@ from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, ServeError, install_error_handlers
 from aiayn.serve.inputs import (
     LANGUAGE_NAMES,
+    JsonBody,
     check_beam,
     check_tokens,
     form_or_json,
@@ -58,6 +59,7 @@ def create_app(
     )
     app.state.registry = registry
     install_error_handlers(app)
+    app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
     page = resources.files("aiayn.serve").joinpath("static/index.html").read_text("utf-8")
