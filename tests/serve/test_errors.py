@@ -3,15 +3,14 @@ its connection: each answered 4xx naming the problem, on every route."""
 
 import http.client
 import json
-import threading
-import time
 
 import pytest
 
 from aiayn.errors import UserError
+from tests.serve.conftest import live_server
 
 pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 
 JSON = {"content-type": "application/json"}
 LONE = "Das \\ud800 gut."  # as the JSON text spells it: a UTF-16 half without its pair
@@ -95,27 +94,14 @@ def test_deeply_nested_json_is_400(client, route, levels):
 
 
 @pytest.fixture
-def live_server(model_dirs):
-    """uvicorn serving the translator on 127.0.0.1 in a thread: (port, served model)."""
+def translator_server(model_dirs):
+    """The translator served by uvicorn on 127.0.0.1: (port, served model)."""
     from aiayn.serve.app import create_app
     from aiayn.serve.models import ModelSpec
 
     app = create_app([ModelSpec(model_dirs["translator"], "de-en")], background=False)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="test-uvicorn")
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    with live_server(app) as port:
         yield port, app.state.registry.models["de-en"]
-    finally:
-        server.should_exit = True
-        thread.join(60)
-        assert not thread.is_alive()
 
 
 def _post(conn: http.client.HTTPConnection, route: str, body: bytes):
@@ -124,8 +110,10 @@ def _post(conn: http.client.HTTPConnection, route: str, body: bytes):
     return response.status, response.getheader("connection"), json.loads(response.read())
 
 
-def test_the_connection_stays_open_after_a_4xx_and_an_internal_error(live_server, monkeypatch):
-    port, served = live_server
+def test_the_connection_stays_open_after_a_4xx_and_an_internal_error(
+    translator_server, monkeypatch
+):
+    port, served = translator_server
     counts = served.token_counts
 
     def fails_on_boom(texts):

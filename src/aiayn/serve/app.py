@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from aiayn.serve import docs
 from aiayn.serve import schemas as s
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, ServeError, install_error_handlers
@@ -56,9 +57,12 @@ def create_app(
         summary="Transformer models over HTTP: translation, completion, classification, "
         "embeddings and attention maps.",
         lifespan=lifespan,
+        docs_url=None,  # docs.router serves /docs with local files
+        redoc_url=None,  # its script would come from a CDN
     )
     app.state.registry = registry
     install_error_handlers(app)
+    app.include_router(docs.router)
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
@@ -82,6 +86,11 @@ def create_app(
         """The served models: name, family, parameters, vocabulary, languages, labels."""
         registry.require_ready()
         return {"object": "list", "data": [m.describe() for m in registry.models.values()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def retrieve_model(model_id: str):
+        """One served model, as ``/v1/models`` lists it (OpenAI's models.retrieve)."""
+        return registry.get(model_id).describe()
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics():

@@ -24,7 +24,7 @@ from aiayn.infer.embed import embed_texts
 from aiayn.infer.sampling import generate_steps
 from aiayn.infer.translate import translate
 from aiayn.model.quantize import stored_weights
-from aiayn.modeldir import load_config, load_model_and_tokenizer
+from aiayn.modeldir import WEIGHTS_FILE, load_config, load_model_and_tokenizer
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,8 @@ class ServedModel:
             if data.get("task", "translation") == "translation" and "src_lang" in data:
                 self.languages = (data["src_lang"], data["tgt_lang"])
         self.parameters = stored_weights(self.model)  # int8 weights are buffers
+        # OpenAI's "created": when the weights were written (Unix time), not when they loaded
+        self.created = int((self.path / WEIGHTS_FILE).stat().st_mtime)
 
     @property
     def is_translator(self) -> bool:
@@ -110,6 +112,7 @@ class ServedModel:
         return {
             "id": self.name,
             "object": "model",
+            "created": self.created,
             "owned_by": "aiayn",
             "family": self.family,
             "parameters": self.parameters,

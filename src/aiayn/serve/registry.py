@@ -146,15 +146,20 @@ class Registry:
                 raise ServeError(500, f"the models failed to load: {self.error}")
             raise ServeError(503, "the models are still loading", headers={"Retry-After": "2"})
 
+    def get(self, name: str) -> ServedModel:
+        """The model called ``name``; 404 naming the served ones."""
+        self.require_ready()
+        if name not in self.models:
+            raise ServeError(
+                404, f"model {name!r} not found; served: {', '.join(self.models)}", "model"
+            )
+        return self.models[name]
+
     def pick(self, name: str | None, family: str, route: str) -> ServedModel:
         """The model a request names, or the only one of ``family``."""
         self.require_ready()
         if name is not None:
-            if name not in self.models:
-                raise ServeError(
-                    404, f"model {name!r} not found; served: {', '.join(self.models)}", "model"
-                )
-            model = self.models[name]
+            model = self.get(name)
             if model.family != family:
                 raise ServeError(
                     422,
