@@ -7,7 +7,7 @@ import json
 import pytest
 
 from aiayn.errors import UserError
-from tests.serve.conftest import live_server
+from tests.serve.conftest import live_server, make_client, wait_ready
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -147,3 +147,15 @@ def test_the_connection_stays_open_after_a_4xx_and_an_internal_error(
         assert error["error"]["type"] == "server_error"
     finally:
         conn.close()
+
+
+def test_a_translation_runs_at_most_max_new_tokens_past_its_source(model_dirs):
+    with make_client({"translator": model_dirs["translator"]}, max_new_tokens=8) as client:
+        wait_ready(client)
+        for route in ("/v1/translate", "/v1/attention"):
+            r = client.post(route, json={"text": "gut", "max_len_offset": 9})
+            assert r.status_code == 422, r.text
+            error = r.json()["error"]
+            assert error["param"] == "max_len_offset" and "--max-new-tokens" in error["message"]
+            r = client.post(route, json={"text": "gut", "max_len_offset": 8})
+            assert r.status_code == 200, r.text

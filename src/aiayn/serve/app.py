@@ -25,6 +25,7 @@ from aiayn.serve.inputs import (
     LANGUAGE_NAMES,
     JsonBody,
     check_beam,
+    check_output_length,
     check_tokens,
     form_or_json,
     libretranslate_body,
@@ -190,6 +191,7 @@ def create_app(
         model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
         texts = texts_of(req.text, "text", config)
         check_beam(req.beam, config)
+        check_output_length(req.max_len_offset, config)
         check_tokens(model, texts, req.text, "text")
         options = req.model_dump(exclude={"model", "text"})
         results = await registry.run(
@@ -214,6 +216,7 @@ def create_app(
         model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
         texts_of(req.text, "text", config)
         check_beam(req.beam, config)
+        check_output_length(req.max_len_offset, config)
         check_tokens(model, [req.text], req.text, "text")
         options = req.model_dump(exclude={"model", "text", "early_stop"})
 

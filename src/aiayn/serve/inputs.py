@@ -73,6 +73,18 @@ def check_beam(beam: int, config: ServeConfig, field: str = "beam") -> None:
         raise ServeError(422, message, field)
 
 
+def check_output_length(max_len_offset: int, config: ServeConfig) -> None:
+    """A translation may run ``max_len_offset`` tokens past its source: at most the server's
+    ``--max-new-tokens``, as a completion (a model that never stops costs that many steps)."""
+    if max_len_offset > config.max_new_tokens:
+        raise ServeError(
+            422,
+            f"max_len_offset: {max_len_offset} is over the limit {config.max_new_tokens} "
+            "(--max-new-tokens)",
+            "max_len_offset",
+        )
+
+
 def rounded(weights) -> list:
     """Attention weights (H, Q, K) as nested lists with 4 decimals (a smaller answer)."""
     return ((weights * 1e4).round() / 1e4).tolist()
