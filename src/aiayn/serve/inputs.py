@@ -93,6 +93,7 @@ def rounded(weights) -> list:
 MAX_DEPTH = 64  # levels of JSON arrays and objects in a request body
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def parse_json(body: bytes) -> Any:
@@ -119,31 +120,37 @@ def parse_json(body: bytes) -> Any:
     except RecursionError:
         message = f"body: JSON nested too deeply; at most {MAX_DEPTH} levels"
         raise ServeError(400, message, "body") from None
-    check_json_value(data)
+    # JSON text can only spell a lone surrogate as an escape: without one, check the depth only
+    check_json_value(data, texts=_SURROGATE_ESCAPE.search(text) is not None)
     return data
 
 
-def check_json_value(data: Any) -> None:
+def check_json_value(data: Any, texts: bool = True) -> None:
     """Refuse nesting past ``MAX_DEPTH`` and strings (values or keys) with a lone surrogate,
-    naming the field (``q[1]``, ``messages[0].content``)."""
+    naming the field (``q[1]``, ``messages[0].content``); ``texts`` False skips the strings."""
     stack: list[tuple[str, Any, int]] = [("", data, 0)]
     while stack:
         path, value, depth = stack.pop()
         if isinstance(value, str):
             _check_text(path or "body", value)
-        elif isinstance(value, (dict, list)):
-            if depth >= MAX_DEPTH:
-                message = f"body: JSON nested over {MAX_DEPTH} levels (at {path or 'body'})"
-                raise ServeError(400, message, "body")
-            if isinstance(value, list):
-                items = [(f"{path or 'body'}[{i}]", v) for i, v in enumerate(value)]
-            else:
-                items = []
-                for key, v in value.items():
-                    name = f"{path}.{key}" if path else key
+            continue
+        if depth >= MAX_DEPTH:
+            message = f"body: JSON nested over {MAX_DEPTH} levels (at {path or 'body'})"
+            raise ServeError(400, message, "body")
+        kinds = (dict, list, str) if texts else (dict, list)
+        if isinstance(value, list):
+            pairs = [
+                (f"{path or 'body'}[{i}]", v) for i, v in enumerate(value) if isinstance(v, kinds)
+            ]
+        else:
+            pairs = []
+            for key, v in value.items():
+                name = f"{path}.{key}" if path else key
+                if texts:
                     _check_text(f"{name} (the name)", key, name)
-                    items.append((name, v))
-            stack.extend((name, v, depth + 1) for name, v in reversed(items))
+                if isinstance(v, kinds):
+                    pairs.append((name, v))
+        stack.extend((name, v, depth + 1) for name, v in reversed(pairs))
 
 
 def _check_text(name: str, text: str, param: str | None = None) -> None:
