@@ -2,8 +2,10 @@
 
 Starts ``aiayn serve MODEL_DIR`` on 127.0.0.1, opens the page, types a sentence, presses
 Translate, reads the translation and the attention heatmap, checks them against
-``/v1/translate``, and saves a screenshot. Playwright drives the system's Chromium
-(``--chromium``); it downloads no browser of its own.
+``/v1/translate``, and saves a screenshot. At phone width (390 px) the page must not scroll
+sideways (a wide heatmap scrolls in its box), and ``/docs`` must show Swagger UI; the browser
+reaches nothing but the server. Playwright drives the system's Chromium (``--chromium``); it
+downloads no browser of its own.
 
     python scripts/browser_check.py models/ding-de-en --out docs/serve.png
 """
@@ -66,6 +68,87 @@ def post(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
+def offline(page, url: str) -> list[str]:
+    """Let ``page`` reach only the server at ``url``; returns the addresses it was refused."""
+    origin = "/".join(url.split("/")[:3])
+    refused: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith(origin):
+            return r.continue_()
+        refused.append(r.request.url)
+        return r.abort()
+
+    page.route("**/*", route)
+    return refused
+
+
+def check_phone_width(
+    url: str, sentence: str, chromium: str, screenshot: Path | None, width: int = 390
+) -> dict:
+    """The page at ``width`` px after translating ``sentence``: it must not scroll sideways;
+    the heatmap's box scrolls instead. Returns the widths measured."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 844})
+            refused = offline(page, url)
+            page.goto(url)
+            page.wait_for_selector("#model option", state="attached", timeout=60_000)
+            page.fill("#text", sentence)
+            page.click("#go")
+            page.wait_for_selector("#heatmap td", timeout=120_000)
+            shown = page.evaluate(
+                """() => {
+                    const box = document.querySelector(".heat-wrap");
+                    return {page: document.documentElement.scrollWidth, viewport: innerWidth,
+                            heatmap: box.scrollWidth, heatmap_box: box.clientWidth,
+                            columns: document.querySelectorAll("#heatmap thead th").length - 1};
+                }"""
+            )
+            if screenshot is not None:
+                screenshot.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+    problems = []
+    if shown["page"] > shown["viewport"]:
+        problems.append(f"the page is {shown['page']} px wide in a {width} px window")
+    if refused:
+        problems.append(f"the page asked other hosts: {refused}")
+    if problems:
+        raise AssertionError("; ".join(problems))
+    return shown
+
+
+def check_docs(url: str, chromium: str, screenshot: Path | None) -> dict:
+    """``/docs`` with no network but the server: Swagger UI lists the API's routes."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            refused = offline(page, url)
+            page.goto(url.rstrip("/") + "/docs")
+            page.wait_for_selector(".swagger-ui .opblock", timeout=60_000)
+            shown = {
+                "title": page.text_content(".swagger-ui .info .title"),
+                "routes": page.locator(".swagger-ui .opblock-summary-path").all_text_contents(),
+                "refused": refused,
+            }
+            if screenshot is not None:
+                screenshot.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshot))
+        finally:
+            browser.close()
+    if refused:
+        raise AssertionError(f"/docs asked other hosts: {refused}")
+    return shown
+
+
 def check_page(
     url: str, sentence: str, chromium: str, screenshot: Path | None, beam: int = 4
 ) -> dict:
@@ -122,13 +205,18 @@ def main() -> int:
     parser.add_argument("--sentence", default="Ich habe heute keine Zeit, weil ich arbeiten muss.")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--out", default=str(ROOT / "docs/serve.png"), help="screenshot PNG")
+    parser.add_argument("--phone-out", help="screenshot PNG of the page at 390 px")
+    parser.add_argument("--docs-out", help="screenshot PNG of /docs")
     args = parser.parse_args()
     port = free_port()
     server = start_server(Path(args.model_dir), port)
+    url = f"http://127.0.0.1:{port}/"
     try:
-        shown = check_page(
-            f"http://127.0.0.1:{port}/", args.sentence, args.chromium, Path(args.out)
-        )
+        shown = check_page(url, args.sentence, args.chromium, Path(args.out))
+        phone = Path(args.phone_out) if args.phone_out else None
+        shown["phone"] = check_phone_width(url, args.sentence, args.chromium, phone)
+        docs = Path(args.docs_out) if args.docs_out else None
+        shown["docs"] = check_docs(url, args.chromium, docs)
     finally:
         server.terminate()
         code = server.wait(60)

@@ -1,7 +1,9 @@
 """Tiny random models of the three families saved as model directories, and a test client."""
 
 import gzip
+import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -83,3 +85,24 @@ def client(model_dirs):
     with make_client(model_dirs) as c:
         wait_ready(c)
         yield c
+
+
+@contextmanager
+def live_server(app):
+    """uvicorn serving ``app`` on 127.0.0.1 (a free port) in a thread; yields the port and stops
+    the server, its thread and the app's queues on exit."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical"))
+    thread = threading.Thread(target=server.run, name="test-uvicorn")
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        assert not thread.is_alive()

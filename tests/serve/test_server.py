@@ -131,3 +131,34 @@ def test_languages_flag_sets_a_models_languages(model_dirs):
     assert ServedModel(spec).describe()["languages"] == ["fr", "en"]
     (spec,) = model_specs([str(model_dirs["translator"])])
     assert ServedModel(spec).describe()["languages"] == ["de", "en"]  # from run.json
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(model_dirs):
+    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT / 'src'}{os.pathsep}{REPO_ROOT}"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["translator"])]
+        proc = subprocess.run(
+            [*command, "--port", str(port)], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0] and "--port" in lines[0]
+
+
+def test_closing_the_registry_waits_for_the_model_being_loaded(model_dirs):
+    """A process that exits while a model loads in the background aborts in native code."""
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+    from aiayn.serve.registry import Registry
+
+    specs = [ModelSpec(path, path.name) for path in model_dirs.values()]
+    registry = Registry(specs, ServeConfig())
+    loader = registry.load_in_background()
+    registry.close()
+    assert not loader.is_alive()
+    assert len(registry.models) < len(specs)  # it stopped between models
+    assert not registry.ready.is_set()

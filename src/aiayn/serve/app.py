@@ -8,8 +8,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from aiayn.serve import docs
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, install_error_handlers
+from aiayn.serve.inputs import JsonBody
 from aiayn.serve.models import ModelSpec
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import libretranslate, native, openai
@@ -37,9 +39,13 @@ def create_app(
         summary="Transformer models over HTTP: translation, completion, classification, "
         "embeddings and attention maps.",
         lifespan=lifespan,
+        docs_url=None,  # docs.router serves /docs with local files
+        redoc_url=None,  # its script would come from a CDN
     )
     app.state.registry = registry
     install_error_handlers(app)
+    app.include_router(docs.router)
+    app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
     for router in (native.router, libretranslate.router, openai.router):

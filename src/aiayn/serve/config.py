@@ -18,7 +18,7 @@ class ServeConfig:
     max_body_bytes: int = 1_000_000  # request body size (413 above)
     max_texts: int = 64  # texts per request (422 above)
     max_chars: int = 2000  # characters per text (422 above)
-    max_new_tokens: int = 512  # largest max_tokens of a completion
+    max_new_tokens: int = 512  # largest max_tokens of a completion, max_len_offset of a translation
     max_beam: int = 8  # largest beam size
     queue_size: int = 256  # requests waiting per model (503 with Retry-After above)
     timeout: float = 60.0  # seconds a request may wait and run (504 after)
@@ -33,7 +33,8 @@ class ServeConfig:
             "max_body_bytes": "largest request body in bytes (413 above)",
             "max_texts": "texts per request (422 above)",
             "max_chars": "characters per text (422 above)",
-            "max_new_tokens": "largest max_tokens of a completion",
+            "max_new_tokens": "largest max_tokens of a completion and max_len_offset of a "
+            "translation",
             "max_beam": "largest beam size a request may ask for",
             "queue_size": "requests waiting per model (503 with Retry-After above)",
             "timeout": "seconds a request may wait and run (504 after)",

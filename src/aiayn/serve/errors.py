@@ -2,16 +2,23 @@
 
 LibreTranslate's routes answer ``{"error": "message"}``; every other route answers OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``. Each message names the field at fault.
+A ``UserError`` raised by the library is the client's input at fault (422); any other exception
+is answered 500 by ``InternalErrors`` without closing the client's keep-alive connection.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+
+from aiayn.errors import UserError
+
+log = logging.getLogger("aiayn.serve")
 
 LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages")
 
@@ -27,6 +34,8 @@ class ServeError(Exception):
 
 
 def error_body(path: str, status: int, message: str, param: str | None = None) -> dict:
+    message = _encodable(message)
+    param = _encodable(param) if param is not None else None
     if path in LIBRETRANSLATE_PATHS:
         return {"error": message}
     kind = "invalid_request_error" if status < 500 else "server_error"
@@ -39,6 +48,11 @@ def error_response(
     path: str, status: int, message: str, param: str | None = None, headers: dict | None = None
 ) -> JSONResponse:
     return JSONResponse(error_body(path, status, message, param), status, headers=headers)
+
+
+def _encodable(text: str) -> str:
+    """``text`` with any lone surrogate written as ``\\udxxx`` (a JSON answer is UTF-8)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def field_name(loc: tuple) -> str:
@@ -68,6 +82,10 @@ def validation_message(errors: list[dict]) -> tuple[int, str, str | None]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """The answers to ``ServeError``, bad requests, ``UserError`` and unknown routes, and the
+    ``InternalErrors`` middleware (added first, so the innermost) for everything else."""
+    app.add_middleware(InternalErrors)
+
     @app.exception_handler(ServeError)
     async def _serve_error(request: Request, exc: ServeError):
         return error_response(request.url.path, exc.status, exc.message, exc.param, exc.headers)
@@ -77,12 +95,47 @@ def install_error_handlers(app: FastAPI) -> None:
         status, message, param = validation_message(list(exc.errors()))
         return error_response(request.url.path, status, message, param)
 
+    @app.exception_handler(UserError)
+    async def _user_error(request: Request, exc: UserError):
+        return error_response(request.url.path, 422, str(exc))
+
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.method} {request.url.path} (see /docs)"
         return error_response(request.url.path, exc.status_code, detail, None, exc.headers)
+
+
+class InternalErrors:
+    """ASGI middleware: an exception no handler took is logged with its traceback and answered
+    500 naming its type. An exception that escapes the application makes uvicorn close the
+    connection, and the client's next request on it fails; a response already begun (a
+    stream) cannot be answered again, so there the exception goes on and the connection
+    closes, which tells the client the answer is cut short."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def watch(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as e:
+            if started:
+                raise
+            log.exception("internal error on %s %s", scope["method"], scope["path"])
+            message = f"internal error: {type(e).__name__}: {e}".strip()
+            response = error_response(scope["path"], 500, message)
+            await response(scope, receive, send)
 
 
 class BodyLimit:

@@ -1,18 +1,23 @@
 """What a request brings: its body (JSON or a form), its texts within the limits, its options.
 
-Each check raises ``ServeError`` naming the field and the limit (with its flag).
+Each check raises ``ServeError`` naming the field and the limit (with its flag). ``JsonBody``
+checks every body before the routes read it: JSON in UTF-8, nested at most ``MAX_DEPTH``
+levels, without lone surrogates (``"\\ud800"`` is valid JSON but no Unicode text).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
+from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
 from aiayn.serve.config import ServeConfig
-from aiayn.serve.errors import ServeError, validation_message
+from aiayn.serve.errors import LIBRETRANSLATE_PATHS, ServeError, error_response, validation_message
 from aiayn.serve.models import ServedModel
 
 LANGUAGE_NAMES = {
@@ -68,9 +73,149 @@ def check_beam(beam: int, config: ServeConfig, field: str = "beam") -> None:
         raise ServeError(422, message, field)
 
 
+def check_output_length(max_len_offset: int, config: ServeConfig) -> None:
+    """A translation may run ``max_len_offset`` tokens past its source: at most the server's
+    ``--max-new-tokens``, as a completion (a model that never stops costs that many steps)."""
+    if max_len_offset > config.max_new_tokens:
+        raise ServeError(
+            422,
+            f"max_len_offset: {max_len_offset} is over the limit {config.max_new_tokens} "
+            "(--max-new-tokens)",
+            "max_len_offset",
+        )
+
+
 def rounded(weights) -> list:
     """Attention weights (H, Q, K) as nested lists with 4 decimals (a smaller answer)."""
     return ((weights * 1e4).round() / 1e4).tolist()
+
+
+MAX_DEPTH = 64  # levels of JSON arrays and objects in a request body
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON value of a request body. Bytes that are not UTF-8, bad syntax, nesting deeper
+    than ``MAX_DEPTH`` (400) or a string holding a lone surrogate (422) raise ``ServeError``
+    naming the byte, the line and column, or the field."""
+    body = body.removeprefix(codecs.BOM_UTF8)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = body.count(b"\n", 0, e.start) + 1
+        column = e.start - (body.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ServeError(
+            400,
+            f"body: not UTF-8: byte 0x{body[e.start]:02x} at position {e.start} (line {line}, "
+            f"column {column}); send JSON in UTF-8",
+            "body",
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        message = f"body: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+        raise ServeError(400, message, "body") from None
+    except RecursionError:
+        message = f"body: JSON nested too deeply; at most {MAX_DEPTH} levels"
+        raise ServeError(400, message, "body") from None
+    # JSON text can only spell a lone surrogate as an escape: without one, check the depth only
+    check_json_value(data, texts=_SURROGATE_ESCAPE.search(text) is not None)
+    return data
+
+
+def check_json_value(data: Any, texts: bool = True) -> None:
+    """Refuse nesting past ``MAX_DEPTH`` and strings (values or keys) with a lone surrogate,
+    naming the field (``q[1]``, ``messages[0].content``); ``texts`` False skips the strings."""
+    stack: list[tuple[str, Any, int]] = [("", data, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, str):
+            _check_text(path or "body", value)
+            continue
+        if depth >= MAX_DEPTH:
+            message = f"body: JSON nested over {MAX_DEPTH} levels (at {path or 'body'})"
+            raise ServeError(400, message, "body")
+        kinds = (dict, list, str) if texts else (dict, list)
+        if isinstance(value, list):
+            pairs = [
+                (f"{path or 'body'}[{i}]", v) for i, v in enumerate(value) if isinstance(v, kinds)
+            ]
+        else:
+            pairs = []
+            for key, v in value.items():
+                name = f"{path}.{key}" if path else key
+                if texts:
+                    _check_text(f"{name} (the name)", key, name)
+                if isinstance(v, kinds):
+                    pairs.append((name, v))
+        stack.extend((name, v, depth + 1) for name, v in reversed(pairs))
+
+
+def _check_text(name: str, text: str, param: str | None = None) -> None:
+    if text.isascii() or not (found := _SURROGATE.search(text)):
+        return
+    shown = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    raise ServeError(
+        422,
+        f"{shown}: {found.group()!r} at position {found.start()} is a lone surrogate, not a "
+        "Unicode character (a UTF-16 half without its pair)",
+        (param or name).encode("utf-8", "backslashreplace").decode("utf-8"),
+    )
+
+
+class JsonBody:
+    """ASGI middleware: a request body must be JSON as ``parse_json`` takes it (LibreTranslate's
+    routes also take forms); anything else is answered 400, 415 or 422 naming the problem
+    before a route reads the body, which is then replayed to the application."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        content_type = headers.get(b"content-type", b"").decode("latin-1")
+        media = content_type.split(";")[0].strip().lower()
+        libretranslate = scope["path"] in LIBRETRANSLATE_PATHS
+        if libretranslate and media in FORM_TYPES:
+            return await self.app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            if body.strip():
+                is_json = media == "application/json" or (
+                    media.startswith("application/") and media.endswith("+json")
+                )
+                if not is_json and not libretranslate:
+                    raise ServeError(
+                        415,
+                        f"body: Content-Type {content_type or '(none)'}; send JSON with "
+                        "Content-Type: application/json",
+                        "body",
+                    )
+                parse_json(body)
+        except ServeError as e:
+            response = error_response(scope["path"], e.status, e.message, e.param)
+            return await response(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
 
 
 async def libretranslate_body(request: Request, schema: type[BaseModel]) -> BaseModel:
@@ -81,20 +226,20 @@ async def libretranslate_body(request: Request, schema: type[BaseModel]) -> Base
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
     else:
         body = await request.body()
-        try:
-            if content_type.startswith("application/x-www-form-urlencoded"):
-                text = body.decode("utf-8")
-                pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
-            else:
-                pairs = None
-                data = json.loads(body) if body.strip() else {}
-        except ValueError as e:  # also UnicodeDecodeError: not UTF-8
-            raise ServeError(400, f"body: not UTF-8 JSON or a form ({e})", "body") from None
+        if content_type.startswith("application/x-www-form-urlencoded"):
+            try:
+                pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+            except ValueError as e:  # UnicodeDecodeError: not UTF-8
+                raise ServeError(400, f"body: a form that is not UTF-8 ({e})", "body") from None
+        else:
+            pairs = None
+            data = parse_json(body) if body.strip() else {}
     if pairs is not None:
         data: dict = {}
         for key, value in pairs:
             data.setdefault(key, []).append(value)
         data = {k: v if len(v) > 1 else v[0] for k, v in data.items()}
+        check_json_value(data)
     try:
         return schema.model_validate(data)
     except ValidationError as e:

@@ -18,7 +18,7 @@ from aiayn.api.generator import CompletionText
 from aiayn.api.load import ENGINES
 from aiayn.data.tokenizer import has_tokenizer
 from aiayn.infer.attention import AttentionMap
-from aiayn.modeldir import load_config
+from aiayn.modeldir import WEIGHTS_FILE, load_config
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,8 @@ class ServedModel:
         if self.languages is None and isinstance(self.api, Translator):
             self.languages = self.api.languages
         self.parameters = self.api.parameters
+        # OpenAI's "created": when the weights were written (Unix time), not when they loaded
+        self.created = int((self.path / WEIGHTS_FILE).stat().st_mtime)
 
     @property
     def is_translator(self) -> bool:
@@ -109,6 +111,7 @@ class ServedModel:
         return {
             "id": self.name,
             "object": "model",
+            "created": self.created,
             "owned_by": "aiayn",
             "family": self.family,
             "parameters": self.parameters,

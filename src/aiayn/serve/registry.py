@@ -85,11 +85,16 @@ class Registry:
         self.ready = threading.Event()
         self.error: str | None = None
         self.on_error: Callable[[str], None] | None = None
+        self._loader: threading.Thread | None = None
+        self._closing = threading.Event()
 
     def load(self) -> None:
-        """Load every model and start its queue; on failure record the error."""
+        """Load every model and start its queue; on failure record the error. Stops between
+        models once ``close`` is called."""
         try:
             for spec in self.specs:
+                if self._closing.is_set():
+                    return
                 model = ServedModel(spec)
                 log.info(
                     "loaded %s (%s, %d parameters) from %s",
@@ -109,9 +114,9 @@ class Registry:
         self.ready.set()
 
     def load_in_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.load, name="load-models", daemon=True)
-        thread.start()
-        return thread
+        self._loader = threading.Thread(target=self.load, name="load-models", daemon=True)
+        self._loader.start()
+        return self._loader
 
     def _queue(self, name: str) -> BatchQueue:
         c = self.config
@@ -127,6 +132,11 @@ class Registry:
         return queue
 
     def close(self) -> None:
+        """Stop loading (after the model being loaded: a process that exits while torch loads
+        one aborts in native code), then let each queue finish its work."""
+        self._closing.set()
+        if self._loader is not None:
+            self._loader.join()
         for queue in self.queues.values():
             queue.close(timeout=self.config.timeout)
 
@@ -136,15 +146,20 @@ class Registry:
                 raise ServeError(500, f"the models failed to load: {self.error}")
             raise ServeError(503, "the models are still loading", headers={"Retry-After": "2"})
 
+    def get(self, name: str) -> ServedModel:
+        """The model called ``name``; 404 naming the served ones."""
+        self.require_ready()
+        if name not in self.models:
+            raise ServeError(
+                404, f"model {name!r} not found; served: {', '.join(self.models)}", "model"
+            )
+        return self.models[name]
+
     def pick(self, name: str | None, family: str, route: str) -> ServedModel:
         """The model a request names, or the only one of ``family``."""
         self.require_ready()
         if name is not None:
-            if name not in self.models:
-                raise ServeError(
-                    404, f"model {name!r} not found; served: {', '.join(self.models)}", "model"
-                )
-            model = self.models[name]
+            model = self.get(name)
             if model.family != family:
                 raise ServeError(
                     422,

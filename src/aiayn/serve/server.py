@@ -7,8 +7,10 @@ exits with status 0.
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -17,6 +19,8 @@ import uvicorn
 from aiayn.serve.app import create_app
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.models import ModelSpec, check_spec
+
+log = logging.getLogger("aiayn.serve")
 
 
 def default_name(path: Path) -> str:
@@ -48,9 +52,35 @@ def model_specs(
     return specs
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before any model loads: an address in use is one clear
+    error (``OSError`` naming the address) rather than a failure after start-up."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        cause = e.strerror or str(e)
+        if e.errno == errno.EADDRINUSE:
+            cause += "; another process listens there: stop it or choose another --port"
+        raise OSError(e.errno, f"cannot listen on {host}:{port}: {cause}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_server(specs: list[ModelSpec], config: ServeConfig, host: str, port: int) -> int:
     """Serve until SIGTERM or Ctrl-C; 0 after a graceful stop, 2 if the models fail to load."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    sock = listen_socket(host, port)
+    try:
+        return _serve(sock, specs, config, host, port)
+    finally:
+        sock.close()
+
+
+def _serve(sock, specs: list[ModelSpec], config: ServeConfig, host: str, port: int) -> int:
     app = create_app(specs, config)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -70,11 +100,13 @@ def run_server(specs: list[ModelSpec], config: ServeConfig, host: str, port: int
     app.state.registry.on_error = stop
     # uvicorn re-raises the signal it stopped on once it has shut down; take it as a clean exit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    shown = f"[{host}]" if ":" in host else host
+    log.info("serving on http://%s:%d (Ctrl-C to stop)", shown, sock.getsockname()[1])
     try:
-        server.run()
+        server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass
-    except SystemExit as e:  # uvicorn exits 1 when it cannot bind the address
+    except SystemExit as e:  # uvicorn exits 1 when it cannot start
         if e.code:
             raise RuntimeError(f"could not serve on {host}:{port} (see the log above)") from None
     if failure:

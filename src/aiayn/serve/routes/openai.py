@@ -29,6 +29,12 @@ async def list_models(registry: Models):
     return {"object": "list", "data": [m.describe() for m in registry.models.values()]}
 
 
+@router.get("/v1/models/{model_id:path}")
+async def retrieve_model(model_id: str, registry: Models):
+    """One served model, as ``/v1/models`` lists it (OpenAI's models.retrieve)."""
+    return registry.get(model_id).describe()
+
+
 @router.post("/v1/embeddings", response_model=s.EmbeddingResponse)
 async def embeddings(req: s.EmbeddingRequest, registry: Models):
     """Pooled encoder states of each text (the vectors of ``aiayn embed``)."""
