@@ -93,6 +93,16 @@ def test_deeply_nested_json_is_400(client, route, levels):
     assert "nested" in message and "64 levels" in message, message
 
 
+@pytest.mark.parametrize("body", [b"null", b"3", b"true", b'"text"', b"[]"])
+@pytest.mark.parametrize("route", ["/translate", "/v1/translate", "/v1/completions"])
+def test_a_body_that_is_not_an_object_is_4xx(client, route, body):
+    r = client.post(route, content=body, headers=JSON)
+    assert 400 <= r.status_code < 500, r.text
+    error = r.json()["error"]
+    message = error if route == "/translate" else error["message"]
+    assert "body" in message or "object" in message or "dict" in message, message
+
+
 @pytest.fixture
 def translator_server(model_dirs):
     """The translator served by uvicorn on 127.0.0.1: (port, served model)."""

@@ -142,7 +142,7 @@ def check_json_value(data: Any, texts: bool = True) -> None:
             pairs = [
                 (f"{path or 'body'}[{i}]", v) for i, v in enumerate(value) if isinstance(v, kinds)
             ]
-        else:
+        elif isinstance(value, dict):
             pairs = []
             for key, v in value.items():
                 name = f"{path}.{key}" if path else key
@@ -150,6 +150,8 @@ def check_json_value(data: Any, texts: bool = True) -> None:
                     _check_text(f"{name} (the name)", key, name)
                 if isinstance(v, kinds):
                     pairs.append((name, v))
+        else:  # null, a number or a boolean: only the whole body can be one
+            continue
         stack.extend((name, v, depth + 1) for name, v in reversed(pairs))
 
 
