@@ -419,10 +419,10 @@ def ab_runs(results: Path) -> str:
     return (
         "Decoding: `python bench/experiments/ab_decode.py BEFORE AFTER --mode MODE` (each "
         "version in its own process, in turn, generated tokens per CPU second, median of the "
-        "rounds); training: `python bench/experiments/ab_train_loss.py BEFORE` (median of the "
+        "rounds; `--mode step`: CPU time of one greedy step, one speed-up per batch size); training: `python bench/experiments/ab_train_loss.py BEFORE` (median of the "
         "rounds, both losses timed alternately in one process). A speed-up above 1 means the "
-        f"change made it faster. CPU: {', '.join(sorted(machines))}; the commands' arguments "
-        "and the CPU's vector units were not recorded for these runs.\n\n"
+        f"change made it faster. CPU: {', '.join(sorted(machines))}; the runs before "
+        "2026-11-23 18:00 recorded neither their arguments nor the CPU's vector units.\n\n"
         + table(["change", "measured on", "versions", "speed-up", "date"], rows, {3})
         + not_kept
     )
