@@ -78,6 +78,10 @@ class LearnedPositionalEncoding(nn.Module):
         return x + self.weight[offset:end]  # (B, T, D)
 
 
+def _same(x: Tensor) -> Tensor:
+    return x
+
+
 def _gelu_tanh(x: Tensor) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
@@ -146,14 +150,15 @@ class EncoderLayer(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """``x`` (B, T, D); with ``packing``, the real tokens alone (n, D)."""
         kw = dict(mask=mask, cache=cache, need_weights=need_weights, packing=packing)
+        drop = self.dropout if self.training else _same  # no module call per sub-layer in eval
         if self.norm_first:
             h, weights = self.self_attn(self.norm1(x), **kw)
-            x = x + self.dropout(h)
-            x = x + self.dropout(self.ffn(self.norm2(x)))
+            x = x + drop(h)
+            x = x + drop(self.ffn(self.norm2(x)))
         else:
             h, weights = self.self_attn(x, **kw)
-            x = self.norm1(x + self.dropout(h))
-            x = self.norm2(x + self.dropout(self.ffn(x)))
+            x = self.norm1(x + drop(h))
+            x = self.norm2(x + drop(self.ffn(x)))
         return x, weights  # (B, T, D), (B, H, T, T) or None
 
 
@@ -196,22 +201,23 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         nw = need_weights
+        drop = self.dropout if self.training else _same  # no module call per sub-layer in eval
         if self.norm_first:
             h, w_self = self.self_attn(
                 self.norm1(x), mask=self_mask, cache=self_cache, need_weights=nw
             )
-            x = x + self.dropout(h)
+            x = x + drop(h)
             h, w_cross = self.cross_attn(
                 self.norm2(x), memory, mask=memory_mask, cache=cross_cache, need_weights=nw
             )
-            x = x + self.dropout(h)
-            x = x + self.dropout(self.ffn(self.norm3(x)))
+            x = x + drop(h)
+            x = x + drop(self.ffn(self.norm3(x)))
         else:
             h, w_self = self.self_attn(x, mask=self_mask, cache=self_cache, need_weights=nw)
-            x = self.norm1(x + self.dropout(h))
+            x = self.norm1(x + drop(h))
             h, w_cross = self.cross_attn(
                 x, memory, mask=memory_mask, cache=cross_cache, need_weights=nw
             )
-            x = self.norm2(x + self.dropout(h))
-            x = self.norm3(x + self.dropout(self.ffn(x)))
+            x = self.norm2(x + drop(h))
+            x = self.norm3(x + drop(self.ffn(x)))
         return x, ((w_self, w_cross) if need_weights else None)

@@ -91,7 +91,7 @@ class Embedder(nn.Module):
         self.norm = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
             if config.embedding_layer_norm
-            else nn.Identity()
+            else None
         )
         self.dropout = nn.Dropout(config.embedding_dropout)
 
@@ -99,7 +99,8 @@ class Embedder(nn.Module):
         x = self.position(self.token(tokens), offset)  # (B, T, D)
         if self.token_type is not None:
             x = x + self.token_type.weight[0]  # every token is of type 0
-        return self.dropout(self.norm(x))  # (B, T, D)
+        x = self.norm(x) if self.norm is not None else x
+        return self.dropout(x) if self.training else x  # (B, T, D)
 
 
 class Encoder(nn.Module):
