@@ -57,7 +57,7 @@ def _bare_tolerance(node: ast.AST) -> str | None:
         if name == "assert_close":
             kw = {k.arg: k.value for k in node.keywords}
             if not (_is_zero(kw.get("atol")) and _is_zero(kw.get("rtol"))):
-                return "assert_close(...) with a tolerance (only an exact one, atol=0 and rtol=0, may stay)"
+                return "assert_close(...) with a tolerance (only atol=0, rtol=0 may stay)"
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         left, op, right = node.left, node.ops[0], node.comparators[0]
         if isinstance(op, ast.Lt | ast.LtE) and _is_abs(left) and _is_number(right):
