@@ -1,3 +1,7 @@
+import os
+import signal
+import threading
+
 import pytest
 import torch
 
@@ -7,6 +11,58 @@ from aiayn import ModelConfig
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# Process state a test could leave behind for the tests after it, in whatever order they run.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD,
+           signal.SIGALRM, signal.SIGXFSZ)  # fmt: skip
+# set once by a library on first use, process-wide by design (torch's compile cache)
+ENV_SET_BY_LIBRARIES = {"TORCHINDUCTOR_CACHE_DIR", "PYTEST_CURRENT_TEST"}
+
+
+def process_state() -> dict:
+    """Signal handlers and mask, environment and working directory."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_SET_BY_LIBRARIES}
+    return {
+        **{signal.Signals(s).name: signal.getsignal(s) for s in SIGNALS},
+        "blocked signals": signal.pthread_sigmask(signal.SIG_BLOCK, []),
+        "environment": env,
+        "working directory": os.getcwd(),
+    }
+
+
+def restore_process_state(state: dict) -> None:
+    for s in SIGNALS:
+        signal.signal(s, state[signal.Signals(s).name])
+    signal.pthread_sigmask(signal.SIG_SETMASK, state["blocked signals"])
+    for k in set(os.environ) - set(state["environment"]) - ENV_SET_BY_LIBRARIES:
+        del os.environ[k]
+    os.environ.update(state["environment"])
+    os.chdir(state["working directory"])
+
+
+@pytest.fixture(autouse=True)
+def _leaves_no_process_state_behind():
+    """Fail a test that changes signal handling, the environment or the working directory
+    for the tests after it (and undo the change, so that only it fails)."""
+    threads = torch.get_num_threads()
+    before = process_state()
+    yield
+    torch.set_num_threads(threads)  # train.threads / --threads set it process-wide by design
+    after = process_state()
+    changed = [k for k in before if before[k] != after[k]]
+    if changed:
+        restore_process_state(before)
+        pytest.fail(f"the test left process state changed: {', '.join(changed)}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _leaves_no_thread_behind():
+    """Fail a test module whose threads outlive it (daemon threads of libraries excepted)."""
+    before = set(threading.enumerate())
+    yield
+    left = [t.name for t in set(threading.enumerate()) - before if not t.daemon]
+    assert not left, f"threads still running after the module: {left}"
 
 
 @pytest.fixture

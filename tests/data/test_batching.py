@@ -2,6 +2,7 @@ import random
 
 from aiayn.data.batching import collate, length_batches, shard
 from aiayn.data.tokenizer import BOS, EOS, PAD
+from tests.tolerance import assert_close_to_scale
 
 
 def lengths(n=500, seed=0):
@@ -51,4 +52,4 @@ def test_collate_shifts_the_target_by_one():
     assert batch.tgt_in.tolist() == [[BOS, 10, 11, PAD], [BOS, 12, 13, 14]]
     assert batch.tgt_out.tolist() == [[10, 11, EOS, PAD], [12, 13, 14, EOS]]
     assert batch.n_tokens == 7
-    assert abs(batch.efficiency - (6 + 7) / 16) < 1e-9
+    assert_close_to_scale(batch.efficiency, (6 + 7) / 16, rel=1e-12)

@@ -11,6 +11,7 @@ from aiayn.cli import main
 from aiayn.data.tokenizer import EOS, CharTokenizer
 from aiayn.infer.embed import embed_texts
 from aiayn.modeldir import save_model_dir
+from tests.tolerance import assert_close_to_scale
 
 TEXTS = ["a wonderful film", "", "dull", "great acting and a moving story, truly", "x y z"]
 
@@ -38,11 +39,11 @@ def test_embeddings_pool_real_tokens_and_ignore_the_batch(tokenizer, pooling):
     got = embed_texts(model, tokenizer, TEXTS)
     assert got.shape == (len(TEXTS), 32) and got.dtype == torch.float32
     for i, text in enumerate(TEXTS):
-        torch.testing.assert_close(got[i], alone(model, tokenizer, text), rtol=1e-5, atol=1e-5)
+        assert_close_to_scale(got[i], alone(model, tokenizer, text))
     small = embed_texts(model, tokenizer, TEXTS, batch_size=2)  # other batches, other padding
-    torch.testing.assert_close(small, got, rtol=1e-5, atol=1e-5)
+    assert_close_to_scale(small, got)
     reordered = embed_texts(model, tokenizer, TEXTS[::-1])
-    torch.testing.assert_close(reordered.flip(0), got, rtol=1e-5, atol=1e-5)
+    assert_close_to_scale(reordered.flip(0), got)
     assert embed_texts(model, tokenizer, []).shape == (0, 32)
 
 
@@ -50,15 +51,15 @@ def test_normalize_gives_unit_vectors_in_the_same_direction(tokenizer):
     model = encoder()
     raw = embed_texts(model, tokenizer, TEXTS)
     unit = embed_texts(model, tokenizer, TEXTS, normalize=True)
-    torch.testing.assert_close(unit.norm(dim=-1), torch.ones(len(TEXTS)))
-    torch.testing.assert_close(unit * raw.norm(dim=-1, keepdim=True), raw)
+    assert_close_to_scale(unit.norm(dim=-1), torch.ones(len(TEXTS)))
+    assert_close_to_scale(unit * raw.norm(dim=-1, keepdim=True), raw)
 
 
 def test_long_texts_are_truncated_to_max_len_with_a_warning(tokenizer):
     model = encoder(max_len=8)
     with pytest.warns(UserWarning, match="1 texts truncated to 8 tokens"):
         got = embed_texts(model, tokenizer, ["a wonderful film"])
-    torch.testing.assert_close(got[0], alone(model, tokenizer, "a wonde"), rtol=1e-5, atol=1e-5)
+    assert_close_to_scale(got[0], alone(model, tokenizer, "a wonde"))
 
 
 def test_only_encoder_only_models_embed(tokenizer):
@@ -88,7 +89,7 @@ def test_cli_prints_one_exact_json_list_per_line(
     got = torch.tensor([json.loads(line) for line in lines], dtype=torch.float32)
     expected = embed_texts(load_model_dir(model_dir), tokenizer, TEXTS, normalize=normalize)
     assert len(lines) == len(TEXTS)
-    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)  # chunks of 2 batch apart
+    assert_close_to_scale(got, expected)  # chunks of 2 batch apart
 
 
 def test_cli_errors_name_the_problem(model_dir, tmp_path, capsys, monkeypatch):

@@ -226,7 +226,7 @@ def test_cli_import_refuses_a_bad_checkpoint_with_a_clear_error(tmp_path, capsys
     for line, row in zip(lines, probs, strict=True):
         label, p = line.split("\t")
         assert label == theirs.config.id2label[int(row.argmax())]
-        assert abs(float(p) - float(row.max())) < 1e-4
+        assert abs(float(p) - float(row.max())) < 1e-4  # absolute: printed with 4 decimals
 
 
 def test_an_aiayn_classifier_exported_as_bert_gives_its_logits_in_transformers(bert_dir, tmp_path):

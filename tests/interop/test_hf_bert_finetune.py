@@ -16,6 +16,7 @@ from aiayn.infer.classify import class_probabilities, load_classifier
 from aiayn.interop.hf import import_hf
 from aiayn.modeldir import load_model_dir
 from tests.interop.hf_fixtures import bert_model, bert_tokenizer
+from tests.tolerance import assert_close_to_scale
 
 transformers = pytest.importorskip("transformers")
 
@@ -54,7 +55,7 @@ def test_cli_embed_equals_transformers_mean_pooling(encoder_dirs, normalize, cap
     got = torch.tensor([json.loads(line) for line in capsys.readouterr().out.splitlines()])
     expected = mean_pooled(theirs, hf, TEXTS, normalize)
     assert got.shape == expected.shape == (len(TEXTS), 32)
-    torch.testing.assert_close(got, expected, atol=1e-5 * expected.abs().max(), rtol=0)
+    assert_close_to_scale(got, expected)
 
 
 def model_overrides(model_dir) -> list[str]:
@@ -126,7 +127,7 @@ def test_fine_tuned_import_classifies_like_any_model(
     assert [tokenizer.vocab_map.to_theirs(x) for x in ids] == slow(texts)["input_ids"]
     expected = torch.cat([model.classify(torch.tensor([x])).softmax(-1) for x in ids])
     got_labels, probs = class_probabilities([run / "model"], texts)
-    torch.testing.assert_close(probs, expected, rtol=1e-5, atol=1e-6)
+    assert_close_to_scale(probs, expected)
     assert [got_labels[i] for i in probs.argmax(-1)] == ["pos", "neg", "pos"]
 
     monkeypatch.setattr("sys.stdin", io.StringIO("".join(t + "\n" for t in texts)))

@@ -17,6 +17,7 @@ from aiayn.infer.sampling import generate
 from aiayn.infer.translate import translate
 from aiayn.modeldir import load_model_dir
 from tests.serve.conftest import make_client, wait_ready
+from tests.tolerance import assert_close_to_scale
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx2")  # FastAPI's TestClient
@@ -105,7 +106,8 @@ def test_v1_translate_greedy_and_beam_with_scores(client, model_dirs):
     got = client.post("/v1/translate", json=body).json()["translations"]
     want = translate(model, tokenizer, SENTENCES[:3], beam=3, nbest=2, lenpen=1.0)
     for g, w in zip(got, want, strict=True):
-        assert [(h["text"], pytest.approx(h["score"], rel=1e-6)) for h in g["nbest"]] == w
+        assert [h["text"] for h in g["nbest"]] == [text for text, _ in w]
+        assert_close_to_scale([h["score"] for h in g["nbest"]], [score for _, score in w])
         assert g["text"] == w[0][0]
 
 
@@ -135,7 +137,7 @@ def test_serve_quantized_models(model_dirs):
         int8 = load_model_dir(model_dirs["classifier"], quantize="int8")
         want = classify_texts(int8, load_tokenizer(model_dirs["classifier"]), SENTENCES)
         got = [[p["score"] for p in r["probabilities"]] for r in probs.json()["results"]]
-        torch.testing.assert_close(torch.tensor(got), want, rtol=0, atol=1e-6)
+        assert_close_to_scale(torch.tensor(got), want)
 
 
 def _translate_concurrently(client, texts, **options):
@@ -164,7 +166,7 @@ def test_batched_requests_get_what_they_get_alone(model_dirs, options):
         assert [h["text"] for h in got["nbest"]] == [h["text"] for h in want["nbest"]]
         if options:  # the same hypotheses; their scores up to the batch's float rounding
             scores = [h["score"] for h in want["nbest"]]
-            assert [h["score"] for h in got["nbest"]] == pytest.approx(scores, rel=1e-5)
+            assert_close_to_scale([h["score"] for h in got["nbest"]], scores)
 
 
 def test_classify_matches_the_library(client, model_dirs):
@@ -175,9 +177,7 @@ def test_classify_matches_the_library(client, model_dirs):
     results = r.json()["results"]
     for res, row in zip(results, want, strict=True):
         assert [p["label"] for p in res["probabilities"]] == ["neg", "neutral", "pos"]
-        torch.testing.assert_close(
-            torch.tensor([p["score"] for p in res["probabilities"]]), row, atol=1e-6, rtol=0
-        )
+        assert_close_to_scale(torch.tensor([p["score"] for p in res["probabilities"]]), row)
         assert res["label"] == ["neg", "neutral", "pos"][int(row.argmax())]
     one = client.post("/v1/classify", json={"model": "sentiment", "input": texts[1]}).json()
     assert one["results"][0]["label"] == results[1]["label"]
@@ -190,15 +190,15 @@ def test_embeddings_match_the_library_in_both_encodings(client, model_dirs):
     r = client.post("/v1/embeddings", json={"input": texts}).json()
     assert r["object"] == "list" and [d["index"] for d in r["data"]] == [0, 1]
     got = torch.tensor([d["embedding"] for d in r["data"]])
-    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    assert_close_to_scale(got, want)
     assert r["usage"]["prompt_tokens"] == sum(len(x) + 1 for x in tokenizer.encode(texts))
     b64 = client.post("/v1/embeddings", json={"input": texts[0], "encoding_format": "base64"})
     raw = base64.b64decode(b64.json()["data"][0]["embedding"])
     vector = torch.tensor(struct.unpack(f"<{len(raw) // 4}f", raw))
-    torch.testing.assert_close(vector, want[0], atol=1e-6, rtol=1e-5)
+    assert_close_to_scale(vector, want[0])
     unit = client.post("/v1/embeddings", json={"input": texts, "normalize": True}).json()
     norms = torch.tensor([d["embedding"] for d in unit["data"]]).norm(dim=-1)
-    torch.testing.assert_close(norms, torch.ones(2), atol=1e-5, rtol=0)
+    assert_close_to_scale(norms, torch.ones(2))
 
 
 def test_completion_matches_generate_and_streams_the_same_text(client, model_dirs):
@@ -232,6 +232,7 @@ def test_attention_has_every_layer_and_head(client, model_dirs):
         w = torch.tensor(r[key])
         assert w.shape == (c.n_decoder_layers if key != "encoder" else c.n_encoder_layers,
                            c.n_heads, *shape)  # fmt: skip
+        # absolute: each weight is sent rounded to 4 decimals
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-3, rtol=0)
 
 

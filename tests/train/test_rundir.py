@@ -47,6 +47,20 @@ def steps_logged(run):
     return [r["step"] for r in records if "loss" in r]
 
 
+@pytest.fixture
+def signals_as_a_terminal_gives_them():
+    """SIGINT raising KeyboardInterrupt and SIGTERM ending the process, whatever this process
+    inherited: started in the background by a shell without job control (``pytest &`` in a
+    script, a CI runner), it ignores SIGINT, and so keeps a training that stops on it from
+    installing its handler (as under nohup). The inherited handlers are restored after."""
+    inherited = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, handler in inherited.items():
+        signal.signal(s, handler)
+
+
 def interrupt_at(monkeypatch, step, signum=signal.SIGINT):
     """Send ``signum`` to this process during optimizer step ``step``."""
     original = Trainer.train_step
@@ -90,7 +104,7 @@ def test_the_lock_of_a_dead_training_is_taken_over(corpus, tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_saves_the_current_step_and_resumes_bit_for_bit(
-    corpus, tmp_path, monkeypatch, signum
+    corpus, tmp_path, monkeypatch, signum, signals_as_a_terminal_gives_them
 ):
     common = ["model.dropout=0.2", "train.accum_steps=2", "train.checkpoint_every=100"]
     Trainer(config(corpus, *common, max_steps=9), tmp_path / "full", progress=False).fit()
@@ -110,7 +124,9 @@ def test_a_signal_saves_the_current_step_and_resumes_bit_for_bit(
     assert steps_logged(tmp_path / "split") == steps_logged(tmp_path / "full")
 
 
-def test_the_command_line_says_how_to_resume(corpus, tmp_path, monkeypatch, capsys):
+def test_the_command_line_says_how_to_resume(
+    corpus, tmp_path, monkeypatch, capsys, signals_as_a_terminal_gives_them
+):
     interrupt_at(monkeypatch, 3)
     argv = ["train", "--out", str(tmp_path), "--quiet"]
     for o in tiny_run_overrides(corpus, max_steps=9):
@@ -119,6 +135,20 @@ def test_the_command_line_says_how_to_resume(corpus, tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("aiayn train: SIGINT: stopped at step 3, saved ")
     assert "resume with: aiayn train --out" in err and "train.max_steps=9" in err
+
+
+def test_an_ignored_sigint_stays_ignored_and_sigterm_still_stops(
+    corpus, tmp_path, monkeypatch, signals_as_a_terminal_gives_them
+):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as nohup or `aiayn train &` in a script
+    interrupt_at(monkeypatch, 2, signal.SIGINT)
+    Trainer(config(corpus, max_steps=3), tmp_path / "a", progress=False).fit()  # not stopped
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    monkeypatch.undo()
+    interrupt_at(monkeypatch, 2, signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted, match="SIGTERM: stopped at step 2"):
+        Trainer(config(corpus, max_steps=3), tmp_path / "b", progress=False).fit()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_sigterm_from_outside_stops_a_training_process(corpus, tmp_path):
