@@ -236,7 +236,14 @@ def serving_engines(results: Path) -> str:
                 clients, errors = str(row["clients"]), str(row["errors"])
             else:  # CTranslate2 alone: batches of the server's --max-batch, no HTTP
                 latency, clients, errors = ["", "", ""], "", ""
-            rows.append([row["server"], clients, num(row["sentences_per_s"], 1), *latency, errors])
+            cpu = [
+                num(row[k], 2) if row.get(k) is not None else ""
+                for k in ("server_cpu_ms_per_sentence", "client_cpu_ms_per_sentence")
+            ]
+            if "cpu_ms_per_sentence" in row:
+                cpu[0] = num(row["cpu_ms_per_sentence"], 2)
+            sentences_per_s = num(row["sentences_per_s"], 1)
+            rows.append([row["server"], clients, sentences_per_s, *latency, *cpu, errors])
         ratios = [
             f"serve --engine ctranslate2 / serve --engine torch at {key.split('_')[-2]} "
             f"clients: {value:.2f}x"
@@ -250,15 +257,39 @@ def serving_engines(results: Path) -> str:
             for key, value in record.items()
             if key.startswith("serve_ct2_over_direct_at_")
         ]
+        ratios += [
+            f"by CPU time, CTranslate2 directly "
+            f"({num(record['direct_ctranslate2_cpu_ms_per_sentence'], 2)} ms per sentence) / "
+            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients: {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("serve_ct2_over_direct_by_cpu_at_") and value is not None
+        ]
+        loads = record.get("load_average_1_5_15_min")
+        if loads:
+            ratios.append(
+                "load average (1, 5, 15 min) "
+                + " before, ".join(", ".join(num(x, 2) for x in loads[k]) for k in loads)
+                + " after"
+            )
         parts.append(
             f"`{record['model_dir']}`, {record['request']}, {record['requests_per_client']} "
             f"requests per client, {record['server_threads']} server thread(s):\n\n"
             + provenance(record, "bench/serve_load.py")
             + "\n\n"
             + table(
-                ["engine", "clients", "sentences/s", "p50", "p95", "p99", "errors"],
+                [
+                    "engine",
+                    "clients",
+                    "sentences/s",
+                    "p50",
+                    "p95",
+                    "p99",
+                    "CPU ms/sentence (server or direct)",
+                    "client CPU ms/sentence",
+                    "errors",
+                ],
                 rows,
-                {1, 2, 3, 4, 5, 6},
+                {1, 2, 3, 4, 5, 6, 7, 8},
             )
             + "\n\n"
             + "; ".join(ratios)

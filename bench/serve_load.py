@@ -16,6 +16,12 @@ the server's ``--max-batch``, on the same CTranslate2 model and threads) and aga
 with the torch engine, and records the ratios:
 
     python bench/serve_load.py models/ding-de-en --engines --clients 16,64 --requests 4
+
+Every row also records CPU time per sentence: the server process's (from /proc), the load
+generator's (this process, while it sends), and CTranslate2's when called directly. On a
+machine shared with other work the sentences/s ratios move with the load of the moment; the
+CPU-time ratio (CTranslate2's CPU per sentence directly / the server's per request) does not,
+and says what serving a sentence over HTTP costs beyond decoding it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import argparse
 import gzip
 import http.client
 import json
+import os
+import resource
 import statistics
 import sys
 import threading
@@ -66,6 +74,24 @@ def client(port, sentences, start, count, deadline, out, barrier):
     conn.close()
 
 
+def process_cpu(pid: int | None = None) -> float | None:
+    """CPU seconds (user + system) used so far by process ``pid`` (None: this one)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # no /proc (not Linux): not recorded
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ms(before: float | None, after: float | None, count: int) -> float | None:
+    if before is None or after is None or not count:
+        return None
+    return round((after - before) / count * 1000, 3)
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -73,7 +99,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def load(port: int, sentences: list[str], clients: int, requests: int, seconds: float) -> dict:
+def load(
+    port: int,
+    sentences: list[str],
+    clients: int,
+    requests: int,
+    seconds: float,
+    server_pid: int | None = None,
+) -> dict:
     results: list[list] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
     deadline = time.monotonic() + seconds
@@ -88,9 +121,11 @@ def load(port: int, sentences: list[str], clients: int, requests: int, seconds: 
         t.start()
     barrier.wait()
     start = time.perf_counter()
+    own, server = process_cpu(), process_cpu(server_pid) if server_pid else None
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
+    own_after, server_after = process_cpu(), process_cpu(server_pid) if server_pid else None
     flat = [r for rs in results for r in rs]
     ok = [lat for status, lat in flat if status == 200]
     busy = sum(status == 503 for status, _ in flat)
@@ -110,6 +145,8 @@ def load(port: int, sentences: list[str], clients: int, requests: int, seconds: 
         "p95_s": round(percentile(ok, 0.95), 4),
         "p99_s": round(percentile(ok, 0.99), 4),
         "mean_s": round(statistics.fmean(ok), 4) if ok else None,
+        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, len(ok)),
+        "client_cpu_ms_per_sentence": cpu_ms(own, own_after, len(ok)),
     }
 
 
@@ -126,20 +163,22 @@ def direct_ctranslate2(model_dir: Path, sentences: list[str], threads: int, batc
     translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=threads)
     tokens = [tokenizer.pieces(s) + ["</s>"] for s in sentences]
     translator.translate_batch(tokens[:batch], beam_size=1)  # warm-up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(tokens), batch):
         results = translator.translate_batch(
             tokens[i : i + batch], beam_size=1, max_decoding_length=256
         )
         [tokenizer.sp.decode_pieces(r.hypotheses[0]) for r in results]  # as the server does
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"server": "direct-ctranslate2", "sentences": len(tokens), "seconds": round(wall, 3),
-            "sentences_per_s": round(len(tokens) / wall, 2)}  # fmt: skip
+            "sentences_per_s": round(len(tokens) / wall, 2),
+            "cpu_ms_per_sentence": round(cpu / len(tokens) * 1000, 3)}  # fmt: skip
 
 
 def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     """serve --engine ctranslate2 vs CTranslate2 directly vs serve --engine torch."""
     model_dir = Path(args.model_dir)
+    load_before = [round(x, 2) for x in os.getloadavg()]
     most = max(clients)
     used = [sentences[i % len(sentences)] for i in range(most * args.requests)]
     rows = [direct_ctranslate2(model_dir, used, args.threads, 64)]
@@ -149,11 +188,19 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     print(json.dumps(rows[-1]), flush=True)
     rows += run_mode(args, "serve-torch", ["--engine", "torch"], clients, sentences)
     direct = statistics.fmean(r["sentences_per_s"] for r in rows if r["server"].startswith("d"))
+    direct_cpu = statistics.fmean(r["cpu_ms_per_sentence"] for r in rows if "sentences" in r)
     by = {(r["server"], r.get("clients")): r["sentences_per_s"] for r in rows}
+    served = next(r for r in rows if r["server"] == "serve-ctranslate2" and r["clients"] == most)
     summary = {
         "direct_ctranslate2_sentences_per_s": round(direct, 2),
         f"serve_ct2_over_direct_at_{most}_clients": round(
             by[("serve-ctranslate2", most)] / direct, 2
+        ),
+        "direct_ctranslate2_cpu_ms_per_sentence": round(direct_cpu, 3),
+        f"serve_ct2_over_direct_by_cpu_at_{most}_clients": (
+            round(direct_cpu / served["server_cpu_ms_per_sentence"], 2)
+            if served["server_cpu_ms_per_sentence"]
+            else None
         ),
         **{
             f"serve_ct2_over_serve_torch_at_{n}_clients": round(
@@ -171,6 +218,10 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
             "server_threads": args.threads,
             "request": "POST /v1/translate, one test sentence, greedy",
             "compare": "engines",
+            "load_average_1_5_15_min": {
+                "before": load_before,
+                "after": [round(x, 2) for x in os.getloadavg()],
+            },
             "rows": rows,
             **summary,
             "note": args.note,
@@ -186,7 +237,8 @@ def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -
     try:
         load(port, sentences, 2, 2, 60)  # warm-up
         for n in clients:
-            row = {"server": name, **load(port, sentences, n, args.requests, args.max_seconds)}
+            measured = load(port, sentences, n, args.requests, args.max_seconds, server.pid)
+            row = {"server": name, **measured}
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:

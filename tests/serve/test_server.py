@@ -162,3 +162,31 @@ def test_closing_the_registry_waits_for_the_model_being_loaded(model_dirs):
     assert not loader.is_alive()
     assert len(registry.models) < len(specs)  # it stopped between models
     assert not registry.ready.is_set()
+
+
+def test_accepted_connections_send_without_waiting_for_acks():
+    """The listening socket names TCP, so asyncio (under uvicorn) sets TCP_NODELAY on every
+    connection it accepts: a response's head and body, written apart, leave at once instead of
+    the body waiting for the client's delayed ACK (~40 ms per keep-alive request)."""
+    import asyncio
+
+    from aiayn.serve.server import listen_socket
+
+    async def nodelay_of_accepted() -> int:
+        accepted: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def on_connect(reader, writer):
+            sock = writer.get_extra_info("socket")
+            accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_connect, sock=listen_socket("127.0.0.1", 0))
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            value = await asyncio.wait_for(accepted, 10)
+            writer.close()
+            await writer.wait_closed()
+        return value
+
+    assert asyncio.run(nodelay_of_accepted()) != 0

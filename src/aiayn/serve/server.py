@@ -54,9 +54,13 @@ def model_specs(
 
 def listen_socket(host: str, port: int) -> socket.socket:
     """The server's socket, bound before any model loads: an address in use is one clear
-    error (``OSError`` naming the address) rather than a failure after start-up."""
+    error (``OSError`` naming the address) rather than a failure after start-up.
+
+    The protocol is named (IPPROTO_TCP, not 0): asyncio sets TCP_NODELAY only on connections
+    accepted from such a socket, and without it a keep-alive client waits for its delayed
+    ACK (~40 ms) between the response's head and body, which uvicorn writes apart."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
