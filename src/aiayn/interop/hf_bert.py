@@ -19,7 +19,7 @@ from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import read_json_object
 from aiayn.interop import hf_vocab
-from aiayn.interop.hf import (
+from aiayn.interop.hf_rules import (
     Exported,
     Imported,
     Mapping,

@@ -31,7 +31,7 @@ from aiayn.data.tokenizer import BOS, Tokenizer
 from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import read_json_object
 from aiayn.interop import hf_vocab
-from aiayn.interop.hf import (
+from aiayn.interop.hf_rules import (
     Exported,
     Imported,
     Mapping,
