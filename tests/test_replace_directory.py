@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.errors import UserError
-from aiayn.modeldir import replace_directory
+from aiayn.replace_dir import replace_directory
 
 
 def model_dir(path: Path, files: dict[str, str]) -> Path:
@@ -83,7 +83,7 @@ def test_a_kill_while_writing_leaves_the_old_directory_and_the_next_write_tidies
     child = textwrap.dedent(
         f"""
         import sys, time
-        from aiayn.modeldir import replace_directory
+        from aiayn.replace_dir import replace_directory
         with replace_directory({str(out)!r}, force=True) as new:
             (new / "config.json").write_text("half")
             print("written", flush=True)
@@ -108,10 +108,10 @@ def test_a_kill_while_writing_leaves_the_old_directory_and_the_next_write_tidies
 def test_a_kill_between_two_renames_puts_the_old_directory_back(tmp_path, monkeypatch):
     """Where the file system cannot swap two directories at once, the old one is renamed
     aside first; a kill right then leaves it there, and the next write restores it."""
-    import aiayn.modeldir as modeldir
+    import aiayn.replace_dir as replace_dir
 
     out = model_dir(tmp_path / "m", OLD)
-    monkeypatch.setattr(modeldir, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(replace_dir, "_exchange", lambda a, b: False)
     renames = []
 
     def rename(a, b):
@@ -120,7 +120,7 @@ def test_a_kill_between_two_renames_puts_the_old_directory_back(tmp_path, monkey
             raise KeyboardInterrupt  # killed after the old directory moved aside
         os.replace(a, b)
 
-    monkeypatch.setattr(modeldir.os, "rename", rename)
+    monkeypatch.setattr(replace_dir.os, "rename", rename)
     with pytest.raises(KeyboardInterrupt):
         with replace_directory(out, force=True) as new:
             (new / "config.json").write_text("new")

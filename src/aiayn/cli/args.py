@@ -150,7 +150,7 @@ def warn_unknown_characters(tokenizer, texts: list[str], where: str) -> None:
 
 
 def fresh_output(out: Path, force: bool, keep=()) -> Path:
-    from aiayn.modeldir import check_replaceable
+    from aiayn.replace_dir import check_replaceable
 
     check_replaceable(out, force, keep)
     return out

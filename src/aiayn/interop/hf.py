@@ -7,163 +7,29 @@ or pytorch_model.bin, tokenizer files) and writes an ordinary aiayn model direct
 Each family (``hf_bert``, ``hf_gpt2``, ``hf_marian``) gives one table of ``Rule``s, their
 parameter name -> ours with the transform (a transpose, a fused Q/K/V, which axes index the
 vocabulary or the model dimension); ``to_ours`` applies a table and ``to_theirs`` reads the
-same table backwards. The options the other side has are ``ModelConfig`` fields; a value with
-no counterpart is an error naming the field. Vocabularies are mapped by a
-``aiayn.data.vocab_map.VocabMap`` (special ids to aiayn's 0-4), model dimensions by a
-permutation where the other side orders them differently (Marian's sinusoids).
+same table backwards (both in ``hf_rules``, with what else the families share). The options
+the other side has are ``ModelConfig`` fields; a value with no counterpart is an error naming
+the field. Vocabularies are mapped by a ``aiayn.data.vocab_map.VocabMap`` (special ids to
+aiayn's 0-4), model dimensions by a permutation where the other side orders them differently
+(Marian's sinusoids).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from aiayn.config import ModelConfig
-from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import read_json_object
+from aiayn.interop.hf_rules import to_ours, to_theirs
 from aiayn.modeldir import atomic_write, write_json
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
-
-# Hugging Face activation names -> aiayn's (ModelConfig.activation)
-ACTIVATIONS_IN = {
-    "relu": "relu",
-    "gelu": "gelu",
-    "gelu_new": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "swish": "swish",
-    "silu": "swish",
-}
-
-
-def activation_in(name: Any, field_name: str) -> str:
-    if name not in ACTIVATIONS_IN:
-        raise ValueError(
-            f"{field_name}={name!r} is not supported; allowed: {', '.join(ACTIVATIONS_IN)}"
-        )
-    return ACTIVATIONS_IN[name]
-
-
-def setting(hf: dict, defaults: dict[str, Any], key: str) -> Any:
-    """config.json's ``key``, or where it leaves the key out, the default of the reference
-    config class (``defaults``: a table's ``CONFIG_DEFAULTS``), as transformers fills it in."""
-    return hf[key] if key in hf else defaults[key]
-
-
-def defaulted(hf: dict, key: str, reference: str) -> str:
-    """How a message names ``key``: as config.json gives it, or as the reference's default."""
-    return "" if key in hf else f" ({reference}'s default: config.json leaves {key} out)"
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One of our parameters and where it lives in the other checkpoint.
-
-    ``ours``/``theirs`` may hold ``{i}``, the layer index over the ``stack`` ("encoder" or
-    "decoder") of ``ModelConfig``. Several ``theirs`` names are concatenated along dim 0 (a
-    fused Q, K, V) and split back on export. ``axes`` labels our tensor's dimensions: "v" the
-    vocabulary (rows follow the ``VocabMap``), "d" the model dimension (follows the
-    permutation, if any), "-" anything else. ``transpose``: theirs is stored transposed
-    (GPT-2's Conv1D); ``flat``: theirs has a leading axis of 1 (Marian's final_logits_bias).
-    """
-
-    ours: str
-    theirs: tuple[str, ...]
-    axes: str
-    transpose: bool = False
-    flat: bool = False
-    stack: str = ""
-
-
-def rule(ours: str, theirs: str | tuple[str, ...], axes: str, **kw) -> Rule:
-    return Rule(ours, (theirs,) if isinstance(theirs, str) else tuple(theirs), axes, **kw)
-
-
-def expand(rules: list[Rule], config: ModelConfig) -> Iterator[tuple[str, list[str], Rule]]:
-    """(our name, their names, rule) for every layer of every rule."""
-    counts = {"encoder": config.n_encoder_layers, "decoder": config.n_decoder_layers}
-    for r in rules:
-        for i in range(counts[r.stack]) if r.stack else [None]:
-            fmt = {"i": i} if i is not None else {}
-            yield r.ours.format(**fmt), [t.format(**fmt) for t in r.theirs], r
-
-
-@dataclass
-class Mapping:
-    """What turns one checkpoint into the other: the table, the vocabulary map and the
-    permutation of the model dimension (ours[..., k] = theirs[..., perm[k]]), if any."""
-
-    rules: list[Rule]
-    vocab: VocabMap
-    perm: Tensor | None = None
-    ignore: tuple[str, ...] = ()  # regexes of their names that carry nothing (buffers)
-
-
-def _permute_to_ours(t: Tensor, axes: str, m: Mapping) -> Tensor:
-    for k, label in enumerate(axes):
-        if label == "v":
-            bias = t.dim() == 1  # an output bias (never produced: -inf) or embedding rows
-            fill = float("-inf") if bias else 0.0
-            t = m.vocab.rows_to_ours(t.movedim(k, 0), fill, copies=not bias).movedim(0, k)
-        elif label == "d" and m.perm is not None:
-            t = t.index_select(k, m.perm)
-    return t
-
-
-def _permute_to_theirs(t: Tensor, axes: str, m: Mapping) -> Tensor:
-    for k, label in enumerate(axes):
-        if label == "v":
-            t = m.vocab.rows_to_theirs(t.movedim(k, 0)).movedim(0, k)
-        elif label == "d" and m.perm is not None:
-            t = t.index_select(k, torch.argsort(m.perm))
-    return t
-
-
-def to_ours(theirs: dict[str, Tensor], m: Mapping, config: ModelConfig) -> dict[str, Tensor]:
-    """Their state dict to ours by the table; a missing or unused tensor is an error."""
-    out, used = {}, set()
-    for ours, names, r in expand(m.rules, config):
-        missing = [n for n in names if n not in theirs]
-        if missing:
-            raise ValueError(f"the checkpoint lacks {', '.join(missing)} (for our {ours})")
-        parts = [theirs[n].t() if r.transpose else theirs[n] for n in names]
-        t = torch.cat(parts, 0) if len(parts) > 1 else parts[0]
-        t = t.reshape(-1) if r.flat else t
-        out[ours] = _permute_to_ours(t, r.axes, m).contiguous()
-        used.update(names)
-    unused = sorted(
-        n for n in theirs if n not in used and not any(re.fullmatch(p, n) for p in m.ignore)
-    )
-    if unused:
-        more = "..." if len(unused) > 8 else ""
-        raise ValueError(
-            f"the checkpoint holds tensors this architecture does not use: "
-            f"{', '.join(unused[:8])}{more}"
-        )
-    return out
-
-
-def to_theirs(ours: dict[str, Tensor], m: Mapping, config: ModelConfig) -> dict[str, Tensor]:
-    """Our state dict to theirs: the table read backwards."""
-    out = {}
-    for name, names, r in expand(m.rules, config):
-        t = _permute_to_theirs(ours[name], r.axes, m)
-        t = t.reshape(1, -1) if r.flat else t
-        parts = t.chunk(len(names), 0) if len(names) > 1 else [t]
-        for n, p in zip(names, parts, strict=True):
-            out[n] = (p.t() if r.transpose else p).contiguous()
-    return out
-
-
-# -- Hugging Face directories ------------------------------------------------------------------
 
 
 def read_config(directory: Path) -> dict:
@@ -278,17 +144,6 @@ def _exported_by_aiayn(
     return ours, originals
 
 
-@dataclass
-class Imported:
-    """What a family makes of a Hugging Face directory, before the weights move."""
-
-    config: ModelConfig
-    mapping: Mapping
-    tokenizer: Any  # has .save(directory)
-    architecture: str
-    run_extra: dict = field(default_factory=dict)  # e.g. {"labels": [...]} for a classifier
-
-
 def _family(model_type: str):
     from aiayn.interop import hf_bert, hf_gpt2, hf_marian
 
@@ -305,17 +160,13 @@ def import_hf(src: str | Path, out: Path, *, force: bool = False) -> dict:
     """Convert the Hugging Face model at ``src`` into the aiayn model directory ``out``.
 
     ``out`` must be absent or empty; with ``force``, a model directory there is replaced
-    whole (``aiayn.modeldir.replace_directory``). Returns a summary: architecture,
+    whole (``aiayn.replace_dir.replace_directory``). Returns a summary: architecture,
     parameters kept freshly initialised (a head the checkpoint does not have, e.g. BERT's
     masked-LM head for a BertModel).
     """
     from aiayn.model import build_model
-    from aiayn.modeldir import (
-        check_replaceable,
-        replace_directory,
-        save_model_dir,
-        untied_state_dict,
-    )
+    from aiayn.modeldir import save_model_dir, untied_state_dict
+    from aiayn.replace_dir import check_replaceable, replace_directory
 
     directory = resolve_source(str(src))
     check_replaceable(Path(out), force, keep=[directory])
@@ -370,15 +221,11 @@ def export_hf(model_dir: Path, out: Path, *, force: bool = False) -> dict:
     """Write the aiayn model directory ``model_dir`` as a Hugging Face directory ``out``.
 
     ``out`` must be absent or empty; with ``force``, a model directory there is replaced
-    whole (``aiayn.modeldir.replace_directory``)."""
+    whole (``aiayn.replace_dir.replace_directory``)."""
     from aiayn.data.tokenizer import load_tokenizer
     from aiayn.interop import hf_bert, hf_gpt2, hf_marian
-    from aiayn.modeldir import (
-        check_replaceable,
-        load_model_dir,
-        read_run_json,
-        replace_directory,
-    )
+    from aiayn.modeldir import load_model_dir, read_run_json
+    from aiayn.replace_dir import check_replaceable, replace_directory
 
     model_dir, out = Path(model_dir), Path(out)
     check_replaceable(out, force, keep=[model_dir])
@@ -425,34 +272,3 @@ def _write_export(out: Path, exported, config: ModelConfig, tensors, originals) 
             atomic_write(out / name, lambda p, data=data: p.write_bytes(data))
         else:
             write_json(out / name, data)
-
-
-@dataclass
-class Exported:
-    """What a family makes of an aiayn model: their config, our tensors to map (possibly
-    adjusted), the mapping, further tensors of theirs, and further files (JSON or bytes)."""
-
-    architecture: str
-    config: dict
-    state: dict[str, Tensor]
-    mapping: Mapping
-    extra_tensors: dict[str, Tensor] = field(default_factory=dict)
-    files: dict[str, Any] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)  # their name -> a copy of theirs
-    originals: dict[str, Tensor] = field(default_factory=dict)  # ours, changed arithmetically
-
-
-def no_counterpart(config: ModelConfig, architecture: str, **allowed: Any) -> None:
-    """Raise if a field of ``config`` differs from what ``architecture`` can express.
-
-    ``allowed`` maps field names to the value (or tuple of values) the other side has.
-    """
-    for name, want in allowed.items():
-        values = want if isinstance(want, tuple) else (want,)
-        have = getattr(config, name)
-        if have not in values:
-            shown = " or ".join(repr(v) for v in values)
-            raise ValueError(
-                f"{name}={have!r} has no {architecture} counterpart ({architecture} has "
-                f"{name}={shown})"
-            )

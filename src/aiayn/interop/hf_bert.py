@@ -19,7 +19,7 @@ from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import read_json_object
 from aiayn.interop import hf_vocab
-from aiayn.interop.hf import (
+from aiayn.interop.hf_rules import (
     Exported,
     Imported,
     Mapping,
@@ -233,6 +233,36 @@ def import_parts(hf: dict, directory: Path, names: set[str]) -> Imported:
     return Imported(config, mapping, HFTokenizer(text, vmap), architecture, run)
 
 
+def _hf_config(config: ModelConfig, architecture: str, vmap, run: dict) -> dict:
+    """The config.json of a BERT export of ``config`` (labels from ``run``, if it has them)."""
+    pad = vmap.specials[0]
+    hf = {
+        "architectures": [architecture],
+        "model_type": "bert",
+        "vocab_size": vmap.their_size,
+        "hidden_size": config.d_model,
+        "num_hidden_layers": config.n_encoder_layers,
+        "num_attention_heads": config.n_heads,
+        "intermediate_size": config.d_ff,
+        "hidden_act": ACTIVATIONS_OUT[config.activation],
+        "hidden_dropout_prob": config.dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_len,
+        "type_vocab_size": config.n_token_types,
+        "layer_norm_eps": config.layer_norm_eps,
+        "pad_token_id": pad if pad is not None else 0,
+        "position_embedding_type": "absolute",
+        "tie_word_embeddings": config.tie_embeddings != "none",
+    }
+    labels = run.get("labels") or []
+    if config.n_classes:
+        if len(labels) != config.n_classes:
+            labels = [f"LABEL_{i}" for i in range(config.n_classes)]
+        hf["id2label"] = {str(i): name for i, name in enumerate(labels)}
+        hf["label2id"] = {name: i for i, name in enumerate(labels)}
+    return hf
+
+
 def export_parts(model, tokenizer, run: dict) -> Exported:
     config: ModelConfig = model.config
     if not isinstance(tokenizer, HFTokenizer):
@@ -272,31 +302,7 @@ def export_parts(model, tokenizer, run: dict) -> Exported:
         for extra in vmap.extras:
             state["unembed.bias"][extra] = float("-inf")
     eff = config.replace(final_logits_bias=architecture == "BertForMaskedLM")
-    pad = vmap.specials[0]
-    hf = {
-        "architectures": [architecture],
-        "model_type": "bert",
-        "vocab_size": vmap.their_size,
-        "hidden_size": config.d_model,
-        "num_hidden_layers": config.n_encoder_layers,
-        "num_attention_heads": config.n_heads,
-        "intermediate_size": config.d_ff,
-        "hidden_act": ACTIVATIONS_OUT[config.activation],
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_len,
-        "type_vocab_size": config.n_token_types,
-        "layer_norm_eps": config.layer_norm_eps,
-        "pad_token_id": pad if pad is not None else 0,
-        "position_embedding_type": "absolute",
-        "tie_word_embeddings": config.tie_embeddings != "none",
-    }
-    labels = run.get("labels") or []
-    if config.n_classes:
-        if len(labels) != config.n_classes:
-            labels = [f"LABEL_{i}" for i in range(config.n_classes)]
-        hf["id2label"] = {str(i): name for i, name in enumerate(labels)}
-        hf["label2id"] = {name: i for i, name in enumerate(labels)}
+    hf = _hf_config(config, architecture, vmap, run)
     names = {}
     tok = tokenizer.tok
     for key, their in zip(SPECIAL_KEYS, vmap.specials, strict=True):

@@ -18,7 +18,7 @@ from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.tokenizer import BOS
 from aiayn.data.vocab_map import VocabMap
 from aiayn.interop import hf_vocab
-from aiayn.interop.hf import (
+from aiayn.interop.hf_rules import (
     Exported,
     Imported,
     Mapping,

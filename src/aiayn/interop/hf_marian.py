@@ -31,7 +31,7 @@ from aiayn.data.tokenizer import BOS, Tokenizer
 from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import read_json_object
 from aiayn.interop import hf_vocab
-from aiayn.interop.hf import (
+from aiayn.interop.hf_rules import (
     Exported,
     Imported,
     Mapping,
@@ -296,6 +296,65 @@ def shift_start_row(state: dict[str, Tensor], config: ModelConfig) -> list[str]:
     return names
 
 
+def _hf_config(
+    config: ModelConfig, share: bool, tie: bool, their_size: int, pad: int, start: int, eos: int
+) -> dict:
+    """The config.json of a Marian export of ``config``."""
+    hf = {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "is_encoder_decoder": True,
+        "vocab_size": their_size,
+        "decoder_vocab_size": their_size,
+        "d_model": config.d_model,
+        "encoder_layers": config.n_encoder_layers,
+        "decoder_layers": config.n_decoder_layers,
+        "encoder_attention_heads": config.n_heads,
+        "decoder_attention_heads": config.n_heads,
+        "encoder_ffn_dim": config.d_ff,
+        "decoder_ffn_dim": config.d_ff,
+        "activation_function": ACTIVATIONS_OUT[config.activation],
+        "dropout": config.dropout,
+        "attention_dropout": config.attention_dropout,
+        "activation_dropout": 0.0,
+        "max_position_embeddings": config.max_len,
+        "scale_embedding": config.embed_scale,
+        "share_encoder_decoder_embeddings": share,
+        "tie_word_embeddings": tie,
+        "pad_token_id": pad,
+        "eos_token_id": eos,
+        "decoder_start_token_id": start,
+        "forced_eos_token_id": None,
+    }
+    return hf
+
+
+def _files(config: ModelConfig, vocab: dict, source, target, vmap, pad, start, eos) -> dict:
+    """The tokenizer and generation files of a Marian export (name -> bytes or JSON)."""
+    pieces = {i: p for p, i in vocab.items()}
+    files = {
+        SOURCE_SPM: source,
+        TARGET_SPM: target,
+        VOCAB_JSON: vocab,
+        "tokenizer_config.json": {
+            "tokenizer_class": "MarianTokenizer",
+            "unk_token": pieces[vmap.specials[1]],
+            "eos_token": pieces[eos],
+            "pad_token": pieces[pad],
+            "model_max_length": config.max_len,
+        },
+        "generation_config.json": {
+            "decoder_start_token_id": start,
+            "eos_token_id": eos,
+            "pad_token_id": pad,
+            "bad_words_ids": [[pad]],
+            "forced_eos_token_id": None,
+            "max_length": config.max_len,
+        },
+    }
+    return files
+
+
 def export_parts(model, tokenizer, run: dict) -> Exported:
     config: ModelConfig = model.config
     no_counterpart(
@@ -328,53 +387,8 @@ def export_parts(model, tokenizer, run: dict) -> Exported:
     share, tie = {v: k for k, v in TIES.items()}[config.tie_embeddings]
     pad, start, eos = vmap.specials[0], vmap.specials[BOS], vmap.specials[3]
     pad = start if pad is None else pad
-    hf = {
-        "architectures": ["MarianMTModel"],
-        "model_type": "marian",
-        "is_encoder_decoder": True,
-        "vocab_size": vmap.their_size,
-        "decoder_vocab_size": vmap.their_size,
-        "d_model": config.d_model,
-        "encoder_layers": config.n_encoder_layers,
-        "decoder_layers": config.n_decoder_layers,
-        "encoder_attention_heads": config.n_heads,
-        "decoder_attention_heads": config.n_heads,
-        "encoder_ffn_dim": config.d_ff,
-        "decoder_ffn_dim": config.d_ff,
-        "activation_function": ACTIVATIONS_OUT[config.activation],
-        "dropout": config.dropout,
-        "attention_dropout": config.attention_dropout,
-        "activation_dropout": 0.0,
-        "max_position_embeddings": config.max_len,
-        "scale_embedding": config.embed_scale,
-        "share_encoder_decoder_embeddings": share,
-        "tie_word_embeddings": tie,
-        "pad_token_id": pad,
-        "eos_token_id": eos,
-        "decoder_start_token_id": start,
-        "forced_eos_token_id": None,
-    }
-    pieces = {i: p for p, i in vocab.items()}
-    files = {
-        SOURCE_SPM: source,
-        TARGET_SPM: target,
-        VOCAB_JSON: vocab,
-        "tokenizer_config.json": {
-            "tokenizer_class": "MarianTokenizer",
-            "unk_token": pieces[vmap.specials[1]],
-            "eos_token": pieces[eos],
-            "pad_token": pieces[pad],
-            "model_max_length": config.max_len,
-        },
-        "generation_config.json": {
-            "decoder_start_token_id": start,
-            "eos_token_id": eos,
-            "pad_token_id": pad,
-            "bad_words_ids": [[pad]],
-            "forced_eos_token_id": None,
-            "max_length": config.max_len,
-        },
-    }
+    hf = _hf_config(config, share, tie, vmap.their_size, pad, start, eos)
+    files = _files(config, vocab, source, target, vmap, pad, start, eos)
     mapping = Mapping(rules(eff), vmap, residual_perm(config.d_model))
     stored, _ = untied_state_dict(model)  # a tied tensor is kept once
     originals = {n: stored[n] for n in shifted if n in stored}

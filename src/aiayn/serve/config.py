@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from aiayn.config import _check_float, _check_int
+from aiayn.config.fields import _check_float, _check_int
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ import json
 import math
 import signal
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -36,15 +35,15 @@ from aiayn.data.tokenizer import (
     PAD,
     has_tokenizer,
     load_tokenizer,
-    remove_tokenizer,
     tokenizer_file,
     tokenizer_sha256,
 )
-from aiayn.errors import TrainingInterrupted, UserError, read_json_object
+from aiayn.errors import TrainingInterrupted, UserError
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import distributed as ddp
+from aiayn.train import resume
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer, schedule_steps
 from aiayn.train.rundir import (
@@ -99,8 +98,8 @@ class Trainer:
         existing = ckpt.list_checkpoints(self.ckpt_dir)
         if self.ctx.is_main:
             remove_temp_files(self.out_dir)  # of writes a killed run left half done
-        state = self._load_last(existing)
-        self._check_same_run(existing, state)
+        state = resume.load_last(existing)
+        resume.check_same_run(run, self.out_dir, existing, state)
         self.task = make_task(run)
         if run.model.family not in (ModelConfig().family, self.task.family):
             raise UserError(
@@ -110,11 +109,11 @@ class Trainer:
             )
         pretrained = load_tokenizer(Path(tc.init_from)) if tc.init_from else None
         if pretrained is not None:
-            self._check_case_folding(pretrained, tc.init_from)
+            resume.check_case_folding(run, pretrained, tc.init_from)
         if self.ctx.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if not existing and has_tokenizer(self.out_dir):
-                self._drop_outdated_tokenizer()
+                resume.drop_outdated_tokenizer(run, self.out_dir)
             if not has_tokenizer(self.out_dir):
                 tokenizer = pretrained if pretrained is not None else self.task.train_tokenizer()
                 tokenizer.save(self.out_dir)
@@ -171,131 +170,9 @@ class Trainer:
             return tc.max_steps
         return schedule_steps(tc, len(self._groups(self.task.train_batches(0))))
 
-    def _check_case_folding(self, tokenizer, source: str) -> None:
-        """A model started from another keeps its tokenizer: ``data.lowercase`` must match it."""
-        folds = tokenizer.folds_case
-        if folds != self.run.data.lowercase:
-            raise ValueError(
-                f"the tokenizer of train.init_from {source} {'folds' if folds else 'keeps'} "
-                f"case, but data.lowercase = {str(self.run.data.lowercase).lower()}; "
-                f"set data.lowercase = {str(folds).lower()} (the tokenizer cannot change)"
-            )
-
-    @staticmethod
-    def _load_last(existing: list[Path]) -> dict | None:
-        if not existing:
-            return None
-        try:
-            return ckpt.load_checkpoint(existing[-1])
-        except UserError as e:
-            if len(existing) < 2:
-                raise
-            raise UserError(
-                f"{e}; to resume from the checkpoint before it, {existing[-2].name}, "
-                f"move {existing[-1].name} out of the way"
-            ) from None
-
-    def _saved_run(self) -> dict | None:
-        path = self.out_dir / "run.json"
-        return read_json_object(path, "run config") if path.is_file() else None
-
-    def _check_same_run(self, existing: list[Path], state: dict | None) -> None:
-        """Refuse to resume a run whose model or data config has changed.
-
-        The run config stored in the last checkpoint decides (run.json if an older checkpoint
-        has none); a key missing from an older config counts as its default value.
-        """
-        if not existing:
-            return
-        old = state.get("run") if state else None
-        where = f"its last checkpoint {existing[-1].name}"
-        if not isinstance(old, dict):
-            old, where = self._saved_run(), "run.json"
-        else:
-            self._check_run_json(existing[-1])
-        if old is None:
-            return
-        old = json.loads(json.dumps(old))  # tuples as lists, as in run.json
-        new = json.loads(json.dumps(self.run.to_dict()))
-        defaults = json.loads(json.dumps(RunConfig().to_dict()))
-        for section in ("model", "data"):
-            saved = old.get(section) if isinstance(old.get(section), dict) else {}
-            before = {**defaults[section], **saved}
-            diff = sorted(k for k, v in new[section].items() if before.get(k) != v)
-            if diff:
-                shown = ", ".join(f"{k} {before.get(k)!r} -> {new[section][k]!r}" for k in diff)
-                raise UserError(
-                    f"{self.out_dir} holds a run with a different [{section}] config "
-                    f"(by {where}; differs in: {shown}); resume it with its own settings, "
-                    "or use a new output directory to start afresh"
-                )
-
-    def _check_run_json(self, checkpoint: Path) -> None:
-        """A damaged run.json is rewritten from the run config of the checkpoint resumed,
-        and the user told so (it may have been edited by hand)."""
-        try:
-            self._saved_run()
-        except UserError as e:
-            warnings.warn(
-                f"{e}; rewriting it from the run config stored in {checkpoint.name}",
-                stacklevel=3,
-            )
-
-    TOKENIZER_KEYS = (
-        "task", "corpus", "src_lang", "tgt_lang", "extra_train", "tokenizer", "vocab_size",
-        "lowercase",
-    )  # fmt: skip
-
-    def _drop_outdated_tokenizer(self) -> None:
-        """A run that saved no checkpoint yet keeps its tokenizer only if the settings that
-        made it are unchanged; otherwise it is trained again (nothing else depends on it)."""
-        old = self._saved_run()
-        if old is None:
-            return
-        new = self.run.to_dict()
-        before = {**RunConfig().to_dict()["data"], **(old.get("data") or {})}
-        diff = [
-            k
-            for k in self.TOKENIZER_KEYS
-            if json.dumps(before.get(k)) != json.dumps(new["data"][k])
-        ]
-        if (old.get("train") or {}).get("init_from", "") != new["train"]["init_from"]:
-            diff.append("train.init_from")
-        if diff:
-            path = tokenizer_file(self.out_dir)
-            warnings.warn(
-                f"{path}: made with other settings ({', '.join(diff)} changed) and no "
-                "checkpoint uses it yet: building it again",
-                stacklevel=2,
-            )
-            remove_tokenizer(self.out_dir)
-
     def _init_from(self, directory: Path) -> None:
         """Start from the weights of a model directory (fine-tuning, or continuing a model)."""
-        from aiayn.modeldir import load_model_dir
-
-        source = load_model_dir(directory)
-        free = {
-            "n_classes",
-            "pooling",
-            "pooler",
-            "dropout",
-            "attention_dropout",
-            "embedding_dropout",
-        }
-        mine, theirs = self.model_config.to_dict(), source.config.to_dict()
-        diff = sorted(k for k, v in mine.items() if theirs[k] != v and k not in free)
-        if diff:
-            raise ValueError(
-                f"train.init_from={directory}: its model config differs from this run's in "
-                f"{', '.join(diff)}"
-            )
-        state = self.model.state_dict()
-        shared = {
-            k: v for k, v in source.state_dict().items() if k in state and v.shape == state[k].shape
-        }
-        self.model.load_state_dict(shared, strict=False)
-        fresh = sorted(set(state) - set(shared))  # e.g. a new classifier head
+        fresh = resume.init_from(self.model, self.model_config, directory)
         self.log({"event": "init_from", "model_dir": str(directory), "fresh": fresh})
 
     def _resume(self, path: Path, state: dict) -> None:
