@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,17 +135,6 @@ def text_argument(value: str, flag: str) -> str:
     except UnicodeEncodeError:
         raise UserError(f"{flag}: the text is not UTF-8; give it in UTF-8") from None
     return value
-
-
-def warn_unknown_characters(tokenizer, texts: list[str], where: str) -> None:
-    unknown = tokenizer.unknown_characters(texts)
-    if unknown:
-        shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-        warnings.warn(
-            f"{where}: {len(unknown)} character(s) not in the model's vocabulary are read as "
-            f"<unk>: {shown}",
-            stacklevel=2,
-        )
 
 
 def fresh_output(out: Path, force: bool, keep=()) -> Path:

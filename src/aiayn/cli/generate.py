@@ -9,8 +9,8 @@ from aiayn.cli.args import (
     float_range,
     int_range,
     text_argument,
-    warn_unknown_characters,
 )
+from aiayn.data.tokenizer import warn_unknown_characters
 
 
 def add_generate(sub) -> None:

@@ -19,8 +19,8 @@ from aiayn.cli.args import (
     search_options,
     stdin_lines,
     text_argument,
-    warn_unknown_characters,
 )
+from aiayn.data.tokenizer import warn_unknown_characters
 
 
 def add_translate(sub) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -174,6 +175,19 @@ def characters_read_as_unk(encode, texts: list[str]) -> list[str]:
         if UNK in ids:
             found |= {c for c in set(text) if UNK in encode([c])[0]}
     return sorted(found)
+
+
+def warn_unknown_characters(tokenizer, texts: list[str], where: str) -> None:
+    """Warn, naming ``where``, about the characters of ``texts`` that ``tokenizer`` reads as
+    unk (shows the first ten)."""
+    unknown = tokenizer.unknown_characters(texts)
+    if unknown:
+        shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        warnings.warn(
+            f"{where}: {len(unknown)} character(s) not in the model's vocabulary are read as "
+            f"<unk>: {shown}",
+            stacklevel=3,
+        )
 
 
 def _not_text(texts: list, error: Exception) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch
@@ -10,6 +9,7 @@ from torch import Tensor
 
 from aiayn.data.batching import pad
 from aiayn.data.labelled import encode_texts, refuse_blank
+from aiayn.data.tokenizer import warn_unknown_characters
 from aiayn.errors import UserError
 from aiayn.modeldir import load_config, load_model_and_tokenizer, read_run_json
 
@@ -107,14 +107,7 @@ def average_probabilities(members: list[tuple], texts: list[str], batch_size: in
                 "an ensemble needs the same labels in the same order"
             )
         labels = these
-        unknown = tokenizer.unknown_characters(texts)
-        if unknown:
-            shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-            warnings.warn(
-                f"{name}: {len(unknown)} character(s) not in the vocabulary are read as "
-                f"<unk>: {shown}",
-                stacklevel=2,
-            )
+        warn_unknown_characters(tokenizer, texts, name)
         probs = classify_texts(model, tokenizer, texts, batch_size, name)  # (N, C)
         total = probs if total is None else total + probs
     return labels, total / len(members)
