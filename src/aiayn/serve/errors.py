@@ -172,16 +172,22 @@ class BodyLimit:
                 "body",
             )
             return await response(scope, receive, send)
-        body, replayed = b"".join(chunks), False
+        return await self.app(scope, replaying(b"".join(chunks), receive), send)
 
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        return await self.app(scope, replay, send)
+def replaying(body: bytes, receive):
+    """An ASGI ``receive`` that gives ``body`` (already read by a middleware) as one message,
+    then hands over to ``receive`` (a disconnect, say)."""
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class RequestMetrics:

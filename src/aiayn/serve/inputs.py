@@ -17,7 +17,13 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
 from aiayn.serve.config import ServeConfig
-from aiayn.serve.errors import LIBRETRANSLATE_PATHS, ServeError, error_response, validation_message
+from aiayn.serve.errors import (
+    LIBRETRANSLATE_PATHS,
+    ServeError,
+    error_response,
+    replaying,
+    validation_message,
+)
 from aiayn.serve.models import ServedModel
 
 LANGUAGE_NAMES = {
@@ -208,16 +214,7 @@ class JsonBody:
         except ServeError as e:
             response = error_response(scope["path"], e.status, e.message, e.param)
             return await response(scope, receive, send)
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        return await self.app(scope, replay, send)
+        return await self.app(scope, replaying(body, receive), send)
 
 
 async def libretranslate_body(request: Request, schema: type[BaseModel]) -> BaseModel:
