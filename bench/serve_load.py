@@ -32,6 +32,7 @@ import http.client
 import json
 import os
 import resource
+import shlex
 import statistics
 import sys
 import threading
@@ -92,6 +93,21 @@ def cpu_ms(before: float | None, after: float | None, count: int) -> float | Non
     return round((after - before) / count * 1000, 3)
 
 
+def batch_totals(port: int) -> tuple[float, float, float]:
+    """(texts, model calls, seconds in model calls) the server has batched so far, from its
+    /metrics."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    totals = dict.fromkeys(("texts_sum", "texts_count", "duration_seconds_sum"), 0.0)
+    for line in text.splitlines():
+        for kind in totals:
+            if line.startswith(f"aiayn_batch_{kind}{{"):
+                totals[kind] += float(line.rsplit(" ", 1)[1])
+    return totals["texts_sum"], totals["texts_count"], totals["duration_seconds_sum"]
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -119,6 +135,7 @@ def load(
     ]
     for t in threads:
         t.start()
+    before = batch_totals(port)
     barrier.wait()
     start = time.perf_counter()
     own, server = process_cpu(), process_cpu(server_pid) if server_pid else None
@@ -126,6 +143,7 @@ def load(
         t.join()
     wall = time.perf_counter() - start
     own_after, server_after = process_cpu(), process_cpu(server_pid) if server_pid else None
+    texts, calls, in_calls = (a - b for a, b in zip(batch_totals(port), before, strict=True))
     flat = [r for rs in results for r in rs]
     ok = [lat for status, lat in flat if status == 200]
     busy = sum(status == 503 for status, _ in flat)
@@ -147,6 +165,10 @@ def load(
         "mean_s": round(statistics.fmean(ok), 4) if ok else None,
         "server_cpu_ms_per_sentence": cpu_ms(server, server_after, len(ok)),
         "client_cpu_ms_per_sentence": cpu_ms(own, own_after, len(ok)),
+        "mean_batch_texts": round(texts / calls, 1) if calls else None,
+        # the model calls' wall time per text: decoding plus what the worker does around it
+        "batch_ms_per_text": round(in_calls / texts * 1000, 3) if texts else None,
+        "worker_busy": round(in_calls / wall, 2),
     }
 
 
@@ -216,6 +238,7 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
             "model_dir": args.model_dir,
             "requests_per_client": args.requests,
             "server_threads": args.threads,
+            "serve_args": args.serve_args,
             "request": "POST /v1/translate, one test sentence, greedy",
             "compare": "engines",
             "load_average_1_5_15_min": {
@@ -232,6 +255,7 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
 
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
+    flags = [*flags, *shlex.split(args.serve_args)]
     server = start_server(Path(args.model_dir), port, "--threads", str(args.threads), *flags)
     rows = []
     try:
@@ -258,6 +282,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
     parser.add_argument("--note", default="", help="free text stored with the results")
     parser.add_argument(
+        "--serve-args", default="", help="more `aiayn serve` flags, e.g. '--batch-wait-ms 2'"
+    )
+    parser.add_argument(
         "--engines",
         action="store_true",
         help="compare serve --engine ctranslate2, CTranslate2 directly and serve --engine torch",
@@ -283,6 +310,7 @@ def main() -> int:
             "model_dir": args.model_dir,
             "requests_per_client": args.requests,
             "server_threads": args.threads,
+            "serve_args": args.serve_args,
             "request": "POST /v1/translate, one test sentence, greedy",
             "rows": batched + alone,
             **summary,

@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -74,3 +75,53 @@ def test_a_full_queue_refuses_and_a_cancelled_job_is_skipped():
     finally:
         queue.close()
     assert ran == ["first"]
+
+
+def _timed_queue(max_wait, hold=0.0):
+    """A queue whose run records (start time, items) and holds each call ``hold`` seconds."""
+    runs = []
+
+    def run(items):
+        runs.append((time.monotonic(), list(items)))
+        time.sleep(hold)
+        return items
+
+    return BatchQueue("m", max_wait=max_wait), run, runs
+
+
+def test_a_lone_client_is_not_kept_waiting_for_company():
+    queue, run, runs = _timed_queue(max_wait=0.2)
+    waits = []
+
+    async def main():
+        for i in range(5):  # one request after another, 0.45 s apart: no company comes
+            job, future = queue.submit([i], run, "k")
+            await future
+            waits.append(runs[-1][0] - job.queued_at)
+            await asyncio.sleep(0.45)
+
+    try:
+        asyncio.run(main())
+    finally:
+        queue.close()
+    assert waits[0] >= 0.15  # a first request waits for company, as requests in a burst do
+    assert max(waits[-2:]) < 0.1  # once arrivals are seen to be far apart, none waits
+
+
+def test_a_job_queued_behind_a_running_batch_starts_when_it_ends():
+    queue, run, runs = _timed_queue(max_wait=0.3, hold=0.6)
+
+    async def main():
+        first = queue.submit(["a"], run, "k")[1]
+        while not runs:  # the first call has started (after its wait)
+            await asyncio.sleep(0.01)
+        second = queue.submit(["b"], run, "k")[1]  # waits 0.6 s behind the running call
+        await asyncio.gather(first, second)
+
+    try:
+        asyncio.run(main())
+    finally:
+        queue.close()
+    (first_start, _), (second_start, items) = runs
+    assert items == ["b"]
+    assert second_start - first_start < 0.6 + 0.15  # not another 0.3 s of waiting

@@ -1,10 +1,15 @@
 """Dynamic batching: one queue and one worker thread per model.
 
 Requests put jobs (a list of items and the function that computes them) into their model's
-queue; the worker takes the oldest job, waits at most ``max_wait`` seconds for more jobs with
-the same key (the same task and decoding options), runs their items as one call, and hands
-each job its share of the results. Inference thus runs off the event loop, one batch at a
-time per model; the functions it calls decide how a batch is sorted and cut.
+queue; the worker takes the oldest job and the later ones with the same key (the same task and
+decoding options), runs their items as one call, and hands each job its share of the results.
+Inference thus runs off the event loop, one batch at a time per model; the functions it calls
+decide how a batch is sorted and cut.
+
+Waiting for company: a batch waits for more jobs until its oldest job has been queued
+``max_wait`` seconds (so a job that already waited behind a running batch starts with what has
+come meanwhile, at once), and only while jobs have lately been arriving less than ``max_wait``
+apart: a lone client sending one request after another is never made to wait for others.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
+
+
+GAP_WEIGHT = 0.25  # weight of the newest gap between arrivals in their moving average
 
 
 class QueueFull(Exception):
@@ -68,6 +76,8 @@ class BatchQueue:
         self._pending: deque[Job] = deque()
         self._cond = threading.Condition()
         self._closed = False
+        self._last_arrival = float("-inf")
+        self._mean_gap = 0.0  # moving average of the time between arrivals (seconds)
         self._thread = threading.Thread(target=self._work, name=f"batch-{name}", daemon=True)
         self._thread.start()
 
@@ -88,6 +98,9 @@ class BatchQueue:
             if len(self._pending) >= self.max_pending:
                 raise QueueFull(f"model {self.name} has {self.max_pending} requests waiting")
             self._pending.append(job)
+            gap = min(job.queued_at - self._last_arrival, 2 * self.max_wait)  # idle: 2 waits
+            self._last_arrival = job.queued_at
+            self._mean_gap += GAP_WEIGHT * (gap - self._mean_gap)
             self._cond.notify()
         return job, job.future
 
@@ -112,7 +125,9 @@ class BatchQueue:
             batch, size = [first], len(first.items)
             if first.key is None:
                 return batch
-            deadline = time.monotonic() + self.max_wait
+            deadline = first.queued_at + self.max_wait  # a job waits max_wait in all
+            if self._mean_gap >= self.max_wait:  # no company is likely to come in time
+                deadline = 0.0
             while size < self.max_batch:
                 for job in list(self._pending):
                     if job.cancelled:

@@ -38,7 +38,7 @@ class ServeConfig:
             "max_beam": "largest beam size a request may ask for",
             "queue_size": "requests waiting per model (503 with Retry-After above)",
             "timeout": "seconds a request may wait and run (504 after)",
-            "batch_wait_ms": "how long a batch waits for more requests (milliseconds)",
+            "batch_wait_ms": "the longest a request waits for others to batch with (milliseconds)",
             "max_batch": "texts per batched decode (1 = no batching)",
             "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
         }
