@@ -7,6 +7,7 @@ from safetensors.torch import load_file, save_file
 
 from aiayn import ModelConfig, build_model
 from aiayn.errors import UserError
+from aiayn.model.layout import column_major_weights
 from aiayn.modeldir import load_model_dir, save_model_dir
 from tests.tolerance import assert_close_to_scale
 
@@ -53,6 +54,9 @@ def test_variant_fields_save_and_load(tmp_path, tiny, family):
         model.unembed.bias.normal_()
     save_model_dir(tmp_path, model)
     loaded = load_model_dir(tmp_path)
+    for name, t in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], t), name
+    column_major_weights(model)  # as loaded on a CPU: then the same products, bit for bit
     x = torch.randint(5, 64, (2, 6))
     args = (x, x[:, :4]) if family == "encoder-decoder" else (x,)
     torch.testing.assert_close(loaded(*args), model(*args), atol=0, rtol=0)

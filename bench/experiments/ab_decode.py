@@ -3,7 +3,7 @@ runs in its own process (in turn, several rounds), on the same sentences and bat
 bench/decode_speed.py, and reports generated tokens per second of CPU time (steadier than
 wall-clock time on a shared machine).
 
-    python bench/experiments/ab_decode.py BEFORE AFTER [--mode greedy|beam|beam-early-stop] [--int8]
+    python bench/experiments/ab_decode.py BEFORE AFTER [--mode greedy|beam|beam-early-stop|throughput] [--int8]
     python bench/experiments/ab_decode.py BEFORE AFTER --mode step [--rows 1,4]
 
 BEFORE and AFTER are git revisions of this repository (or directories holding a src/
@@ -34,7 +34,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 sys.path.insert(0, sys.argv[1])  # the version's own bench helpers
-from decode_speed import generated_tokens, load_test_batches
+from decode_speed import generated_tokens, load_test_batches, throughput_greedy
 from aiayn.infer.beam import beam_decode
 from aiayn.infer.greedy import greedy_decode
 model, batches = load_test_batches({model_dir!r}, {sentences}, {batch})
@@ -45,12 +45,15 @@ fn = {{
     "greedy": lambda s: greedy_decode(model, s),
     "beam": lambda s: beam_decode(model, s, beam=4),
     "beam-early-stop": lambda s: beam_decode(model, s, beam=4, early_stop=True),
+    "throughput": lambda s: throughput_greedy(model, s, 2500),
 }}[{mode!r}]
-fn(batches[0][:2])
+whole = {mode!r} == "throughput"  # all sentences in one call, batched by tokens
+fn([batches[0][:2]] if whole else batches[0][:2])
 rates = []
 for _ in range({repeats}):
     start = time.process_time()
-    produced = sum(generated_tokens(fn(src)) for src in batches)
+    outs = [fn(batches)] if whole else [fn(src) for src in batches]
+    produced = sum(generated_tokens(out) for out in outs)
     rates.append(produced / (time.process_time() - start))
 print(json.dumps(sorted(rates)[len(rates) // 2]))
 """
@@ -111,7 +114,9 @@ def main() -> None:
     parser.add_argument("before")
     parser.add_argument("after")
     parser.add_argument(
-        "--mode", default="greedy", choices=["greedy", "beam", "beam-early-stop", "step"]
+        "--mode",
+        default="greedy",
+        choices=["greedy", "beam", "beam-early-stop", "throughput", "step"],
     )
     parser.add_argument("--rows", default="1,4", help="--mode step: comma-separated batch sizes")
     parser.add_argument("--int8", action="store_true", help="quantize both models first")

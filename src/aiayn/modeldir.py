@@ -36,6 +36,7 @@ from torch import nn
 from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
 from aiayn.errors import UserError, atomic_write, read_json, read_json_object
 from aiayn.model import build_model
+from aiayn.model.layout import column_major_weights
 from aiayn.model.quantize import check_method, quantize_int8
 
 CONFIG_FILE = "config.json"
@@ -88,7 +89,7 @@ def untied_state_dict(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[s
             tied[name] = seen[key]
         else:
             seen[key] = name
-            tensors[name] = t
+            tensors[name] = t.contiguous()  # a weight laid out for decoding is a transposed view
     return tensors, tied
 
 
@@ -212,7 +213,8 @@ def _saved_quantization(data: dict, path: Path) -> dict | None:
 def load_model_dir(
     directory: Path, device: str | torch.device = "cpu", quantize: str | None = None
 ) -> nn.Module:
-    """Rebuild the model saved in ``directory``, in eval mode, weights in float32.
+    """Rebuild the model saved in ``directory``, in eval mode, weights in float32 (on a CPU,
+    linear weights laid out column-major for decoding: ``aiayn.model.layout``).
 
     ``quantize`` ("int8") quantizes a float model's linear layers after loading
     (``aiayn.model.quantize``); a directory saved quantized loads quantized whatever it says.
@@ -267,7 +269,10 @@ def load_model_dir(
     model.load_state_dict(tensors, strict=True)
     if quantize is not None and saved_quantization is None:
         quantize_int8(model)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if torch.device(device).type == "cpu":
+        column_major_weights(model)  # faster products from few rows (aiayn.model.layout)
+    return model
 
 
 def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:

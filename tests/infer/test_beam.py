@@ -1,5 +1,6 @@
 """Beam search against a scripted decoder with hand-set step probabilities, and against greedy."""
 
+import copy
 import math
 
 import pytest
@@ -9,6 +10,7 @@ from aiayn import ModelConfig, build_model
 from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.beam import beam_decode, beam_search, best_tokens, length_penalty
 from aiayn.infer.greedy import greedy_decode
+from aiayn.model.layout import column_major_weights
 from tests.tolerance import assert_close_to_scale
 
 V = 8  # ids: 0 pad, 1 unk, 2 bos, 3 eos, 4.. words
@@ -101,8 +103,18 @@ def test_batched_scripted_sentences_are_independent():
     assert all(h[0].tokens == [A, EOS] for h in hyps)
 
 
+@pytest.fixture(scope="module", params=["row-major", "column-major"])
+def trained_copy_model(request, _trained_copy_model):
+    """The model below, with its linear weights as built (row-major) and as a model directory
+    loads them on a CPU (column-major: ``aiayn.model.layout``): every invariant holds in both."""
+    model = copy.deepcopy(_trained_copy_model)
+    if request.param == "column-major":
+        column_major_weights(model)
+    return model
+
+
 @pytest.fixture(scope="module")
-def trained_copy_model():
+def _trained_copy_model():
     """A tiny model trained briefly on a copy task, so its distributions are peaked."""
     from aiayn import ModelConfig
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-
 GAP_WEIGHT = 0.25  # weight of the newest gap between arrivals in their moving average
 
 
