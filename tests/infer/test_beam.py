@@ -9,7 +9,7 @@ import torch
 from aiayn import ModelConfig, build_model
 from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.beam import beam_decode, beam_search, best_tokens, length_penalty
-from aiayn.infer.greedy import greedy_decode
+from aiayn.infer.greedy import greedy_decode, greedy_search
 from aiayn.model.layout import column_major_weights
 from tests.tolerance import assert_close_to_scale
 
@@ -227,3 +227,11 @@ def test_beams_sharing_their_source_equal_repeated_memory(norm_first):
     for a, b in zip(shared, repeated, strict=True):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert_close_to_scale([h.score for h in a], [h.score for h in b])
+
+
+def test_greedy_without_scores_makes_the_same_tokens(trained_copy_model):
+    src = torch.tensor([[5, 9, 7, 12, 0, 0], [4, 15, 6, 6, 8, 11]])
+    tokens, log_prob = greedy_search(trained_copy_model, src, max_len_offset=3)
+    bare, none = greedy_search(trained_copy_model, src, max_len_offset=3, scores=False)
+    assert torch.equal(bare, tokens) and none is None and log_prob.shape == (2,)
+    assert torch.equal(greedy_decode(trained_copy_model, src, max_len_offset=3), tokens)

@@ -106,9 +106,11 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = ACTIVATIONS[activation]
+        self._relu = activation == "relu"  # applied in place: the product is a fresh tensor
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.activation(self.linear1(x)))  # (B, T, D)
+        h = self.linear1(x)  # (B, T, d_ff)
+        return self.linear2(h.relu_() if self._relu else self.activation(h))  # (B, T, D)
 
 
 class EncoderLayer(nn.Module):
