@@ -243,7 +243,8 @@ def serving_engines(results: Path) -> str:
             if "cpu_ms_per_sentence" in row:
                 cpu[0] = num(row["cpu_ms_per_sentence"], 2)
             sentences_per_s = num(row["sentences_per_s"], 1)
-            rows.append([row["server"], clients, sentences_per_s, *latency, *cpu, errors])
+            batch = num(row["mean_batch_texts"], 1) if row.get("mean_batch_texts") else ""
+            rows.append([row["server"], clients, sentences_per_s, *latency, *cpu, batch, errors])
         ratios = [
             f"serve --engine ctranslate2 / serve --engine torch at {key.split('_')[-2]} "
             f"clients: {value:.2f}x"
@@ -286,10 +287,11 @@ def serving_engines(results: Path) -> str:
                     "p99",
                     "CPU ms/sentence (server or direct)",
                     "client CPU ms/sentence",
+                    "texts per batch",
                     "errors",
                 ],
                 rows,
-                {1, 2, 3, 4, 5, 6, 7, 8},
+                {1, 2, 3, 4, 5, 6, 7, 8, 9},
             )
             + "\n\n"
             + "; ".join(ratios)
