@@ -92,15 +92,15 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
     env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT / 'src'}{os.pathsep}{REPO_ROOT}"}
     env["OMP_NUM_THREADS"] = "1"
     command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["lm"])]
-    proc = subprocess.Popen(
-        [*command, "--port", str(port)], env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(  # a long generation: still running when SIGTERM is handled
+        [*command, "--port", str(port), "--max-new-tokens", "3000"], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
         _wait_ready(port, proc)
         _a_client_that_goes_away_stops_its_generation(port)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        body = {"prompt": "the", "max_tokens": 300, "temperature": 0, "stream": True}
+        body = {"prompt": "the", "max_tokens": 3000, "temperature": 0, "stream": True}
         conn.request(
             "POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"}
         )
