@@ -447,6 +447,27 @@ def compile_block(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def linear_layout(results: Path) -> str:
+    parts = []
+    for record in latest_by(load(results, "linear_layout"), lambda r: tuple(r["rows"])):
+        rows = [
+            [shape, *(f"{by_rows[str(n)]:.2f}x" for n in record["rows"])]
+            for shape, by_rows in record["column_major_speedup"].items()
+        ]
+        parts.append(
+            "Column-major weight against row-major, speed-up of `F.linear` by weight shape "
+            "(out x in) and rows multiplied, CPU time:\n\n"
+            + provenance(record, "bench/experiments/linear_layout.py")
+            + "\n\n"
+            + table(
+                ["weight", *(f"{n} rows" for n in record["rows"])],
+                rows,
+                set(range(1, len(record["rows"]) + 1)),
+            )
+        )
+    return "\n\n".join(parts)
+
+
 def ab_runs(results: Path) -> str:
     decode = latest_by(
         load(results, "decode_ab"),
@@ -596,6 +617,12 @@ EXPERIMENTS = [
         "torch.compile of a feed-forward block",
         "Whether `torch.compile` pays for a decoder step on the CPU.",
         compile_block,
+    ),
+    (
+        "Linear weight layout",
+        "Whether a column-major weight (`aiayn.model.layout`, as a model directory loads on a "
+        "CPU) multiplies faster than `nn.Linear`'s row-major one.",
+        linear_layout,
     ),
     (
         "Kept changes (A/B runs)",

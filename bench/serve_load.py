@@ -197,6 +197,17 @@ def direct_ctranslate2(model_dir: Path, sentences: list[str], threads: int, batc
             "cpu_ms_per_sentence": round(cpu / len(tokens) * 1000, 3)}  # fmt: skip
 
 
+def run_settings(args) -> dict:
+    """What every record of this script says about its run."""
+    return {
+        "model_dir": args.model_dir,
+        "requests_per_client": args.requests,
+        "server_threads": args.threads,
+        "serve_args": args.serve_args,
+        "request": "POST /v1/translate, one test sentence, greedy",
+    }
+
+
 def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     """serve --engine ctranslate2 vs CTranslate2 directly vs serve --engine torch."""
     model_dir = Path(args.model_dir)
@@ -235,11 +246,7 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     write_result(
         "serve_load",
         {
-            "model_dir": args.model_dir,
-            "requests_per_client": args.requests,
-            "server_threads": args.threads,
-            "serve_args": args.serve_args,
-            "request": "POST /v1/translate, one test sentence, greedy",
+            **run_settings(args),
             "compare": "engines",
             "load_average_1_5_15_min": {
                 "before": load_before,
@@ -307,11 +314,7 @@ def main() -> int:
     write_result(
         "serve_load",
         {
-            "model_dir": args.model_dir,
-            "requests_per_client": args.requests,
-            "server_threads": args.threads,
-            "serve_args": args.serve_args,
-            "request": "POST /v1/translate, one test sentence, greedy",
+            **run_settings(args),
             "rows": batched + alone,
             **summary,
             "note": args.note,

@@ -27,7 +27,7 @@ def test_values_shapes_and_ties_stay_only_the_strides_change():
     for name, t in model.state_dict().items():
         assert torch.equal(t, before[name]), name
     assert model.unembed.weight is model.tgt_embed.token.weight  # the tie survives (§3.4)
-    assert column_major_weights(model) == n  # again: nothing left to re-lay
+    assert column_major_weights(model) == n  # again: the same weights, already laid out
     assert all(m.weight.stride() == (1, m.weight.size(0)) for m in linears)
 
 

@@ -76,8 +76,9 @@ def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
 
     Batches are cut from the longest sentences down (as CTranslate2 does), so that the
     remnant batch holds the shortest sentences, which decode in few steps: a remnant of long
-    ones would run many steps on a nearly empty batch (2.7% of a throughput run's time on
-    bench/decode_speed.py's sentences). Returned shortest first, each batch in length order.
+    ones would run many steps on a nearly empty batch (1.025x on bench/decode_speed.py's
+    sentences: ``bench/experiments/ab_decode.py --mode throughput``). Returned shortest first,
+    each batch in length order.
     """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)  # stable
     batches, i = [], 0

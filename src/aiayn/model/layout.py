@@ -2,11 +2,12 @@
 
 ``nn.Linear`` keeps W as (out, in), row-major, and computes x W^T: BLAS then multiplies by a
 transposed operand. From few rows (a decoding step: one row per sentence still decoding) MKL
-is markedly faster when W^T itself is the contiguous operand, e.g. 1.5-1.9x for a 16-row
-product with a 256 x 1024 weight on an AVX-512 Xeon, and never slower from many rows
-(bench/experiments/linear_layout.py). ``column_major_weights`` re-lays each linear weight out
-so; its shape, values, ties and every result stay as they were (up to the float rounding of a
-different summation order), only the strides change: F.linear reads it untransposed.
+is markedly faster when W^T itself is the contiguous operand (on an AVX-512 Xeon 1.5-1.8x for
+16 rows, 1.0x for 2400: ``python bench/experiments/linear_layout.py``; a decoding step 1.1-1.2x
+at 4-64 sentences: ``bench/experiments/ab_decode.py --mode step``). ``column_major_weights``
+re-lays each linear weight out so; its shape, values, ties and every result stay as they were
+(up to the float rounding of a different summation order), only the strides change: F.linear
+reads it untransposed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from torch import nn
 
 def column_major_weights(model: nn.Module) -> int:
     """Store every ``nn.Linear`` weight of ``model`` as the transpose of a contiguous (in, out)
-    tensor, in place (a tied embedding shares it); returns how many weights were re-laid.
+    tensor, in place (a tied embedding shares it); returns how many distinct linear weights
+    the model holds (all now so laid out).
 
     For inference: a weight so stored is not contiguous, which a caller that saves tensors
     must undo (``.contiguous()``); gradients and training work unchanged but gain nothing.
@@ -27,6 +29,6 @@ def column_major_weights(model: nn.Module) -> int:
             continue
         done.add(id(module.weight))
         w = module.weight.data
-        if w.dim() == 2 and w.stride(0) != 1:
+        if w.stride(0) != 1:  # not laid out yet
             module.weight.data = w.t().contiguous().t()
     return len(done)

@@ -9,7 +9,8 @@ decide how a batch is sorted and cut.
 Waiting for company: a batch waits for more jobs until its oldest job has been queued
 ``max_wait`` seconds (so a job that already waited behind a running batch starts with what has
 come meanwhile, at once), and only while jobs have lately been arriving less than ``max_wait``
-apart: a lone client sending one request after another is never made to wait for others.
+apart: a lone client sending one request after another is not kept waiting for others once
+its requests are seen to come further apart than that.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class BatchQueue:
             if len(self._pending) >= self.max_pending:
                 raise QueueFull(f"model {self.name} has {self.max_pending} requests waiting")
             self._pending.append(job)
-            gap = min(job.queued_at - self._last_arrival, 2 * self.max_wait)  # idle: 2 waits
+            # a gap counts at most twice the wait: after idle time, a burst soon waits again
+            gap = min(job.queued_at - self._last_arrival, 2 * self.max_wait)
             self._last_arrival = job.queued_at
             self._mean_gap += GAP_WEIGHT * (gap - self._mean_gap)
             self._cond.notify()
