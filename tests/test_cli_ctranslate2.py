@@ -111,5 +111,5 @@ def test_serve_with_the_ctranslate2_engine_answers_as_the_torch_engine(shipped):
         assert r.status_code == 200
     from aiayn.serve.models import check_spec
 
-    with pytest.raises(ValueError, match="engine 'onnx': allowed: torch, ctranslate2"):
+    with pytest.raises(ValueError, match="engine 'onnx': choose one of torch, ctranslate2"):
         check_spec(ModelSpec(shipped, "x", engine="onnx"))

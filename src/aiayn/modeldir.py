@@ -89,7 +89,7 @@ def untied_state_dict(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[s
             tied[name] = seen[key]
         else:
             seen[key] = name
-            tensors[name] = t.contiguous()  # a weight laid out for decoding is a transposed view
+            tensors[name] = t
     return tensors, tied
 
 

@@ -1,6 +1,8 @@
 """``aiayn.load``: each family's object gives what the functions it wraps give; scores are
 log-probabilities; bad options are the command line's errors."""
 
+import math
+
 import pytest
 import torch
 
@@ -60,6 +62,16 @@ def test_greedy_translation_is_greedy_decode_with_its_log_probability(translator
         assert_close_to_scale(torch.tensor(t.score), torch.tensor(want_lp))
 
 
+def test_unscored_greedy_translations_are_the_same_texts(translator):
+    scored = translator.translate(SENTENCES)
+    bare = translator.translate(SENTENCES, scores=False)
+    assert [t.tokens for t in bare] == [t.tokens for t in scored]
+    assert [t.text for t in bare] == [t.text for t in scored]
+    assert all(math.isnan(t.score) for t in bare) and not any(math.isnan(t.score) for t in scored)
+    beam = translator.translate(SENTENCES, beam=3, scores=False)  # beam search always ranks
+    assert [t.score for t in beam] == [t.score for t in translator.translate(SENTENCES, beam=3)]
+
+
 def test_beam_translation_is_beam_decode(translator):
     src = _sources(translator, SENTENCES)
     want = beam_decode(translator.model, src, beam=3, alpha=1.0, nbest=2)
@@ -67,7 +79,8 @@ def test_beam_translation_is_beam_decode(translator):
     for hyps, t in zip(want, got, strict=True):
         assert [list(h.tokens) for h in t.hypotheses] == [h.tokens for h in hyps]
         assert_close_to_scale([h.score for h in t.hypotheses], [h.score for h in hyps], rel=1e-6)
-        assert t.score == t.hypotheses[0].score and t.text == t.hypotheses[0].text
+        ranked = [h.score for h in t.hypotheses]
+        assert ranked == sorted(ranked, reverse=True) and t.score == max(ranked)  # best first
         for h in t.hypotheses:  # score = log P / lp(|Y|), Wu et al. 2016
             assert_close_to_scale(h.score, h.log_prob / ((5 + len(h.tokens)) / 6), rel=1e-9)
 

@@ -60,10 +60,6 @@ class LoadedModel:
         """Tokens of each text as the model reads it (before eos)."""
         return [len(ids) for ids in self.tokenizer.encode(list(texts))]
 
-    def unknown_characters(self, texts: list[str]) -> list[str]:
-        """The characters of ``texts`` the vocabulary reads as <unk>."""
-        return self.tokenizer.unknown_characters(list(texts))
-
     def __repr__(self) -> str:
         where = f" from {self.path}" if self.path else ""
         return f"<{type(self).__name__} {self.config.family}{where}>"

@@ -56,10 +56,8 @@ class Classifier(Encoder):
         path = Path(path)
         config = load_config(path)
         check_classifier(config, path)
-        labels = classifier_labels(path, config.n_classes)
-        loaded = super().from_dir(path, quantize=quantize, device=device)
-        loaded.labels = labels
-        return loaded
+        classifier_labels(path, config.n_classes)  # run.json names every class
+        return super().from_dir(path, quantize=quantize, device=device)
 
     def probabilities(self, texts: Sequence[str], *, batch_size: int = 64) -> Tensor:
         """Class probabilities (N, C), columns in ``labels`` order."""

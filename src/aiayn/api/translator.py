@@ -86,6 +86,7 @@ class Translator(LoadedModel):
         early_stop: bool = False,
         max_tokens: int = 4096,
         first_index: int = 0,
+        scores: bool = True,
     ) -> list[Translation]:
         """The n-best translations of ``texts``, in input order.
 
@@ -96,6 +97,9 @@ class Translator(LoadedModel):
         lose (faster; the default stops when none can still win). Texts are sorted by
         length and batched up to ``max_tokens`` source tokens; with sampling, ``texts[k]``
         draws as sentence ``first_index + k`` (samples then do not depend on the batch).
+        ``scores`` False leaves greedy outputs unscored (score and log_prob NaN), for a caller
+        that keeps only the text: each step then skips a sum over the vocabulary (2.7% of a
+        greedy run on the shipped model).
 
         With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
         search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are
@@ -105,7 +109,7 @@ class Translator(LoadedModel):
         texts = text_list(texts)
         out, truncated = decoding.translate_texts(
             self.decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index,
+            early_stop, max_tokens, sampling, first_index, scores,
         )  # fmt: skip
         cut = set(truncated)
         return [

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from aiayn.api.load import ENGINES
 from aiayn.errors import UserError
 
 
@@ -92,7 +93,7 @@ def add_quantize_argument(p: argparse.ArgumentParser) -> None:
 def add_engine_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
-        choices=["torch", "ctranslate2"],
+        choices=ENGINES,
         default="torch",
         help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached "
         "in MODEL/.ctranslate2; pip install 'aiayn[ctranslate2]')",

@@ -102,7 +102,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
         where = f"stdin lines {total + 1}-{total + len(lines)}"
         warn_unknown_characters(translator.tokenizer, lines, where)
         start = time.perf_counter()
-        results = translator.translate(lines, first_index=total, **options)
+        scored = args.nbest > 1  # a single translation is printed without its score
+        results = translator.translate(lines, first_index=total, scores=scored, **options)
         seconds += time.perf_counter() - start
         truncated = [i for i, t in enumerate(results) if t.truncated]
         _warn_truncated(truncated, total, translator.config.max_len)

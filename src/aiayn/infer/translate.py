@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 
@@ -25,12 +26,14 @@ def search(
     early_stop: bool = False,
     sampling: Sampling | None = None,
     indices: list[int] | None = None,
+    scores: bool = True,
 ) -> list[list[Hypothesis]]:
     """Greedy search (beam 1), beam search (§6.1) or, with ``sampling``, ``nbest`` samples
     (Phuong & Hutter 2022, Algorithm 15) over sources (B, S): n-best lists per sentence.
 
-    A greedy hypothesis's score is its log-probability; a beam hypothesis's is
-    log P / lp (§6.1); a sample's is its log-probability under the model.
+    A greedy hypothesis's score is its log-probability (NaN with ``scores`` False: a caller
+    that keeps only the tokens spares every step a sum over the vocabulary); a beam
+    hypothesis's is log P / lp (§6.1); a sample's is its log-probability under the model.
     ``indices`` (B,) identify the sentences for sampling: sentence i's samples come from
     generators seeded by (``sampling.seed``, i, sample number); default 0 .. B-1.
 
@@ -50,11 +53,12 @@ def search(
             model, src, s.temperature, s.top_k, s.top_p, generators, nbest, max_len_offset
         )
     if beam == 1 and nbest == 1:
-        out, log_prob = greedy_search(model, src, max_len_offset)  # (B, L), (B,)
+        out, log_prob = greedy_search(model, src, max_len_offset, scores=scores)  # (B, L), (B,)
         pad_id = model.config.pad_id
+        lps = log_prob.tolist() if log_prob is not None else [math.nan] * len(out)
         return [
             [Hypothesis([t for t in row if t != pad_id], lp, lp)]
-            for row, lp in zip(out.tolist(), log_prob.tolist(), strict=True)
+            for row, lp in zip(out.tolist(), lps, strict=True)
         ]
     return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop)
 
@@ -103,6 +107,7 @@ def translate_texts(
     max_tokens: int = 4096,
     sampling: Sampling | None = None,
     first_index: int = 0,
+    scores: bool = True,
 ) -> tuple[list[list[tuple[str, Hypothesis]]], list[int]]:
     """n-best (text, hypothesis) lists for ``texts`` in input order, and the indices of the
     texts longer than the model's ``max_len`` (only their first ``max_len - 1`` tokens are
@@ -113,7 +118,7 @@ def translate_texts(
     order drawn, each scored by its log-probability under the model; ``texts[k]`` counts as
     sentence ``first_index + k`` for the seeds, so a sentence samples the same whatever else
     is translated with it (pass the running line number when translating a stream in parts).
-    An empty text (or one of whitespace only) has nothing to translate: its translation is
+    ``scores`` False: greedy outputs are not scored (``search``). An empty text (or one of whitespace only) has nothing to translate: its translation is
     the empty text, with score 0 (the log-probability of a certain outcome), the model unasked.
     """
     if nbest < 1:
@@ -130,8 +135,9 @@ def translate_texts(
         src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
         indices = [first_index + k for k in chunk]
         hyps = search(
-            model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices
-        )
+            model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
+            scores,
+        )  # fmt: skip
         for k, n_best in zip(chunk, hyps, strict=True):
             texts_out = tokenizer.decode([h.tokens for h in n_best])
             out[k] = list(zip(texts_out, n_best, strict=True))
@@ -151,6 +157,7 @@ def translate(
     stats: dict | None = None,
     sampling: Sampling | None = None,
     first_index: int = 0,
+    scores: bool = True,
 ) -> list[list[tuple[str, float]]]:
     """n-best (translation, score) lists for ``texts``, in input order (``translate_texts``
     with the scores only; ``aiayn.load(...).translate`` gives typed results).
@@ -162,7 +169,7 @@ def translate(
     start = time.perf_counter()
     out, truncated = translate_texts(
         model, tokenizer, texts, beam, lenpen, max_len_offset, nbest, early_stop, max_tokens,
-        sampling, first_index,
+        sampling, first_index, scores,
     )  # fmt: skip
     if truncated and stats is None:
         warnings.warn(
@@ -190,7 +197,6 @@ def produced_tokens(n_best: list, sampling: Sampling | None) -> int:
 
 
 def translate_best(model, tokenizer: Tokenizer, texts: list[str], **kwargs) -> list[str]:
-    """The best translation of each text."""
-    return [
-        n_best[0][0] if n_best else "" for n_best in translate(model, tokenizer, texts, **kwargs)
-    ]
+    """The best translation of each text (greedy outputs unscored: only the text is kept)."""
+    out = translate(model, tokenizer, texts, scores=False, **kwargs)
+    return [n_best[0][0] if n_best else "" for n_best in out]

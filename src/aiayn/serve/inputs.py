@@ -164,12 +164,11 @@ def check_json_value(data: Any, texts: bool = True) -> None:
 def _check_text(name: str, text: str, param: str | None = None) -> None:
     if text.isascii() or not (found := _SURROGATE.search(text)):
         return
-    shown = name.encode("utf-8", "backslashreplace").decode("utf-8")
-    raise ServeError(
+    raise ServeError(  # error_body writes any lone surrogate of the name escaped
         422,
-        f"{shown}: {found.group()!r} at position {found.start()} is a lone surrogate, not a "
+        f"{name}: {found.group()!r} at position {found.start()} is a lone surrogate, not a "
         "Unicode character (a UTF-16 half without its pair)",
-        (param or name).encode("utf-8", "backslashreplace").decode("utf-8"),
+        param or name,
     )
 
 
@@ -232,7 +231,7 @@ async def libretranslate_body(request: Request, schema: type[BaseModel]) -> Base
                 raise ServeError(400, f"body: a form that is not UTF-8 ({e})", "body") from None
         else:
             pairs = None
-            data = parse_json(body) if body.strip() else {}
+            data = json.loads(body) if body.strip() else {}  # JsonBody checked it
     if pairs is not None:
         data: dict = {}
         for key, value in pairs:

@@ -6,7 +6,6 @@ API object, as the command line does; nothing here tokenizes or decodes on its o
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,9 +14,10 @@ from pathlib import Path
 import aiayn
 from aiayn.api import Classifier, Generator, Translation, Translator
 from aiayn.api.generator import CompletionText
-from aiayn.api.load import ENGINES
+from aiayn.api.load import check_engine, kind
 from aiayn.data.tokenizer import has_tokenizer
 from aiayn.infer.attention import AttentionMap
+from aiayn.infer.classify import classifier_labels
 from aiayn.modeldir import WEIGHTS_FILE, load_config
 
 
@@ -34,30 +34,14 @@ class ModelSpec:
     engine: str = "torch"
 
 
-def read_run(path: Path) -> dict:
-    run_file = Path(path) / "run.json"
-    if not run_file.is_file():
-        return {}
-    try:
-        return json.loads(run_file.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{run_file}: not valid JSON ({e})") from None
-
-
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     config = load_config(spec.path)
-    if spec.engine not in ENGINES:
-        raise ValueError(f"engine {spec.engine!r}: allowed: {', '.join(ENGINES)}")
-    if spec.engine == "ctranslate2" and config.family != "encoder-decoder":
-        raise ValueError(
-            f"{spec.path}: the ctranslate2 engine translates; this is an {config.family} model"
-        )
+    check_engine(spec.engine, config, spec.path)
     if not has_tokenizer(spec.path):
         raise FileNotFoundError(f"{spec.path}: no tokenizer (tokenizer.model or tokenizer.json)")
-    run = read_run(spec.path)
-    if config.family == "encoder-only" and config.n_classes and not run.get("labels"):
-        raise ValueError(f"{spec.path}/run.json: a classifier needs its labels")
+    if kind(config) == "encoder-only classifier":
+        classifier_labels(spec.path, config.n_classes)  # as many names as classes
     if spec.languages is not None:
         want = 2 if config.family == "encoder-decoder" else 1
         if len(spec.languages) != want or not all(spec.languages):
@@ -171,4 +155,4 @@ class ServedModel:
         return stream.text, len(stream.tokens), stream.finish_reason
 
 
-__all__ = ["CompletionText", "ModelSpec", "ServedModel", "check_spec", "read_run"]
+__all__ = ["CompletionText", "ModelSpec", "ServedModel", "check_spec"]

@@ -92,7 +92,7 @@ async def libretranslate(request: Request, registry: Models):
     results = await registry.run(
         model,
         texts,
-        lambda items: model.translate(items, **options),
+        lambda items: model.translate(items, scores=False, **options),  # texts only
         ("translate", tuple(sorted(options.items()))),
     )
     best = [t.text if t.hypotheses else "" for t in results]

@@ -53,13 +53,13 @@ async def translate(req: s.TranslateRequest, registry: Models):
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, texts, req.text, "text")
     options = req.model_dump(exclude={"model", "text"})
+    greedy = req.beam == 1 and req.nbest == 1  # answered without scores
     results = await registry.run(
         model,
         texts,
-        lambda items: model.translate(items, **options),
+        lambda items: model.translate(items, scores=not greedy, **options),
         ("translate", tuple(sorted(options.items()))),
     )
-    greedy = req.beam == 1 and req.nbest == 1
 
     def hypothesis(h) -> s.Hypothesis:
         return s.Hypothesis(text=h.text, score=None if greedy else h.score)
