@@ -256,12 +256,14 @@ def train_in_background(ws: Workspace, d: Path, **settings) -> tuple[Path, subpr
 @run
 def interrupt_translate(ws: Workspace, d: Path, model: str) -> Result:
     """SIGINT to a translation waiting for more input."""
-    proc = ws.start(["translate", model], stdin=subprocess.PIPE)
+    proc = ws.start(["translate", model, "--chunk", "1"], stdin=subprocess.PIPE)
     proc.stdin.write(b"Das ist gut.\n")
     proc.stdin.flush()
-    time.sleep(8)
+    first = proc.stdout.readline()  # translated: the command now waits for the next line
     proc.send_signal(signal.SIGINT)
-    return finish(proc)
+    result = finish(proc)
+    result.stdout = first.decode(errors="replace") + result.stdout
+    return result
 
 
 @run
@@ -290,7 +292,7 @@ def interrupt_resume_identical(ws: Workspace, d: Path) -> Result:
     """Training interrupted by SIGINT and resumed ends with the weights of one straight run."""
     import torch
 
-    settings = dict(max_steps=30, checkpoint_every=1000, log_every=2)
+    settings = dict(max_steps=120, checkpoint_every=1000, log_every=2)  # room for the signal
     full = train(ws, d / "full", **settings)
     if full.returncode:
         return full
@@ -299,6 +301,8 @@ def interrupt_resume_identical(ws: Workspace, d: Path) -> Result:
     wait_for(lambda: len(logged_steps(run_dir)) >= 4 or proc.poll() is not None)
     proc.send_signal(signal.SIGINT)
     first = finish(proc)
+    if first.returncode == 0:  # it finished before the signal: nothing was resumed
+        return Result(1, "", first.stderr, {"problem": "training ended before the SIGINT"})
     resumed = train(ws, run_dir, **settings)
     if resumed.returncode:
         return Result(1, "", first.stderr + resumed.stderr)

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -149,18 +150,27 @@ def test_a_port_in_use_is_one_line_and_exit_2(model_dirs):
     assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0] and "--port" in lines[0]
 
 
-def test_closing_the_registry_waits_for_the_model_being_loaded(model_dirs):
+def test_closing_the_registry_waits_for_the_model_being_loaded(model_dirs, monkeypatch):
     """A process that exits while a model loads in the background aborts in native code."""
+    import aiayn.serve.registry as registry_module
     from aiayn.serve.config import ServeConfig
-    from aiayn.serve.models import ModelSpec
-    from aiayn.serve.registry import Registry
+    from aiayn.serve.models import ModelSpec, ServedModel
 
     specs = [ModelSpec(path, path.name) for path in model_dirs.values()]
-    registry = Registry(specs, ServeConfig())
+    registry = registry_module.Registry(specs, ServeConfig())
+    loading = threading.Event()
+
+    def slow_load(spec):  # the first model is still loading when close() is called
+        loading.set()
+        registry._closing.wait(10)
+        return ServedModel(spec)
+
+    monkeypatch.setattr(registry_module, "ServedModel", slow_load)
     loader = registry.load_in_background()
+    assert loading.wait(10)
     registry.close()
     assert not loader.is_alive()
-    assert len(registry.models) < len(specs)  # it stopped between models
+    assert len(registry.models) == 1  # it finished the model being loaded, then stopped
     assert not registry.ready.is_set()
 
 
