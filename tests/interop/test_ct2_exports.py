@@ -40,8 +40,11 @@ def test_ctranslate2_export_translates_from_sentencepiece_pieces_as_aiayn(shippe
 
     directory, _, tokenizer, texts, want = shipped
     out = tmp_path / "ct2"
-    (out / "stale").mkdir(parents=True)  # a previous export's file: the directory is replaced
-    summary = export_ctranslate2(directory, out)
+    (out / "stale").mkdir(parents=True)  # a previous export: with force, replaced whole
+    (out / "config.json").write_text("{}")
+    with pytest.raises(UserError, match="add --force"):
+        export_ctranslate2(directory, out)
+    summary = export_ctranslate2(directory, out, force=True)
     assert summary["format"] == "ctranslate2" and summary["quantization"] is None
     assert sorted(p.name for p in out.iterdir()) == [
         "aiayn.json", "config.json", "model.bin", "sentencepiece.model", "shared_vocabulary.json"

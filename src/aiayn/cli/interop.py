@@ -73,7 +73,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     elif args.format == "ctranslate2":
         from aiayn.interop.ctranslate2 import export_ctranslate2
 
-        summary = export_ctranslate2(model_dir, out, args.quantize)
+        summary = export_ctranslate2(model_dir, out, args.quantize, force=args.force)
     else:
         from aiayn.interop.argos import export_argos
 

@@ -42,6 +42,7 @@ from aiayn.data.tokenizer import EOS, PAD, load_tokenizer
 from aiayn.errors import UserError
 from aiayn.infer.beam import Hypothesis, length_penalty
 from aiayn.modeldir import CONFIG_FILE, HASH_KEY, WEIGHTS_FILE, file_sha256, load_config
+from aiayn.replace_dir import replace_directory
 
 INSTALL = "pip install 'aiayn[ctranslate2]'"
 QUANTIZATIONS = ("int8",)
@@ -413,10 +414,13 @@ def sentencepiece_files(tokenizer) -> dict[str, bytes]:
     return {"sentencepiece.model": proto}
 
 
-def export_ctranslate2(model_dir: Path, out: Path, quantization: str | None = None) -> dict:
-    """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole): the
-    converted model, which appends eos to each source itself (``add_source_eos``), and the
-    sentencepiece model(s) that cut text into its tokens::
+def export_ctranslate2(
+    model_dir: Path, out: Path, quantization: str | None = None, force: bool = False
+) -> dict:
+    """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole, with
+    ``force``: ``aiayn.replace_dir.replace_directory``): the converted model, which appends eos
+    to each source itself (``add_source_eos``), and the sentencepiece model(s) that cut text
+    into its tokens::
 
         sp = sentencepiece.SentencePieceProcessor(model_file=f"{out}/sentencepiece.model")
         translator = ctranslate2.Translator(out)
@@ -425,15 +429,8 @@ def export_ctranslate2(model_dir: Path, out: Path, quantization: str | None = No
     """
     model_dir, out = Path(model_dir), Path(out)
     files = sentencepiece_files(load_tokenizer(model_dir))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        record = convert(model_dir, work / "model", quantization, add_source_eos=True)
+    with replace_directory(out, force, keep=[model_dir]) as new:
+        record = convert(model_dir, new, quantization, add_source_eos=True)
         for name, data in files.items():
-            (work / "model" / name).write_bytes(data)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(work / "model", out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            (new / name).write_bytes(data)
     return {"format": "ctranslate2", "out": str(out), **record, "tokenizer": sorted(files)}
