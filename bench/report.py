@@ -228,6 +228,7 @@ def serving_engines(results: Path) -> str:
     directly and serve --engine torch."""
     parts = []
     records = [r for r in load(results, "serve_load") if r.get("compare") == "engines"]
+    records = [r for r in records if not r.get("serve_args")]  # the defaults' runs, not A/Bs
     for record in latest_by(records, lambda r: (r["model_dir"], r["server_threads"])):
         rows = []
         for row in record["rows"]:

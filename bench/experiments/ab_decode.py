@@ -93,6 +93,18 @@ print(json.dumps(rates))
 """
 
 
+def named(revision: str) -> str:
+    """A revision as the record names it: its short commit hash (``HEAD~1`` would name
+    nothing later), or a directory as given."""
+    if Path(revision, "src").is_dir():
+        return revision
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", revision],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
 def source_tree(revision: str, scratch: Path) -> Path:
     """A directory with the src/ and bench/ trees of ``revision`` (a git revision or a
     directory)."""
@@ -178,8 +190,8 @@ def main() -> None:
     path = write_result(
         "decode_ab",
         {
-            "before": args.before,
-            "after": args.after,
+            "before": named(args.before),
+            "after": named(args.after),
             "note": args.note,
             "kept": not args.not_kept,
             "mode": args.mode,
