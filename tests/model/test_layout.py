@@ -58,3 +58,6 @@ def test_int8_layers_quantize_a_laid_out_model_as_a_row_major_one():
     src, tgt = torch.randint(4, 50, (2, 6)), torch.randint(4, 50, (2, 4))
     with torch.no_grad():
         assert torch.equal(col(src, tgt), row(src, tgt))
+    # the embedding the quantized output projection was tied to is read by rows again
+    assert col.src_embed.token.weight.is_contiguous()
+    assert col.tgt_embed.token.weight is col.src_embed.token.weight

@@ -9,7 +9,7 @@ from torch import nn
 
 from aiayn import build_model
 from aiayn.infer.greedy import greedy_decode
-from aiayn.model.quantize import Int8Linear, quantize_int8
+from aiayn.model.quantize import ONEDNN_FROM, Int8Linear, amx_int8, quantize_int8
 from aiayn.modeldir import load_model_dir, save_model_dir
 from tests.tolerance import assert_close_to_scale, max_scaled_diff
 
@@ -29,6 +29,26 @@ def test_int8_linear_is_close_to_float_and_really_quantized():
     assert 0 < max_scaled_diff(got, want.detach()) < INT8_REL
     # each row in 127 steps of its largest magnitude: off by at most half a step
     assert_close_to_scale(q.dequantized(), linear.weight.detach(), rel=1 / 254 + 1e-6)
+
+
+def test_large_products_run_on_onednn_where_the_cpu_has_amx():
+    linear = nn.Linear(64, 512)
+    q = Int8Linear.from_float(linear)
+    engine = torch.backends.quantized.engine
+    assert (q._wide is not None) == amx_int8()
+    assert torch.backends.quantized.engine == engine  # packing leaves the engine as it was
+    if not amx_int8():
+        pytest.skip("this CPU has no AMX int8 units: fbgemm alone runs")
+    small, large = torch.randn(ONEDNN_FROM // 512 - 1, 64), torch.randn(ONEDNN_FROM // 512, 64)
+    linear_dynamic = torch.ops.quantized.linear_dynamic
+    assert torch.equal(q(small), linear_dynamic(small, q._packed, True))
+    assert torch.equal(q(large), linear_dynamic(large, q._wide, False))
+    assert not torch.equal(q(large), linear_dynamic(large, q._packed, True))
+    assert 0 < max_scaled_diff(q(large), linear(large).detach()) < INT8_REL
+    # a loaded state dict is packed for both engines again
+    other = Int8Linear.from_float(nn.Linear(64, 512))
+    other.load_state_dict(q.state_dict())
+    assert torch.equal(other(large), q(large))
 
 
 def test_int8_rows_equal_the_rows_of_the_whole_layer():

@@ -6,6 +6,14 @@ quantized to 8 bits with a scale taken from its own range, multiplied in integer
 rescaled to float32 (fbgemm's dynamic int8 linear, PyTorch's supported int8 path on x86
 CPUs). Embeddings, layer norms and attention stay in float32.
 
+On a CPU with AMX int8 units (Intel Xeon from Sapphire Rapids on), a product with a large
+output runs on oneDNN's dynamic int8 linear instead, which multiplies on those units: it costs
+more per call than fbgemm (about 30 against 17 us at one row) but 1.4-2.5x less from some
+32,000 output entries up (a decoding step of 48 sentences into a 4,000-word vocabulary, the
+encoder's thousands of tokens; ``python bench/experiments/int8_kernels.py``). Its activations
+are quantized to 8 bits (AMX sums in 32 bits: no 16-bit pair sums to saturate). Elsewhere
+(AVX2, AVX-512 without AMX) fbgemm alone runs.
+
 The projection to the vocabulary (``unembed``) is quantized too unless
 ``include_output=False``; the classifier head of a text classifier is always kept in float32.
 A quantized model saves to and loads from a model directory like any other
@@ -15,6 +23,7 @@ weights and their scales.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import torch
@@ -33,20 +42,42 @@ def check_method(method: str | None, flag: str = "--quantize") -> str | None:
     return method
 
 
-def _pack(weight: Tensor, scale: Tensor, bias: Tensor | None):
-    """fbgemm's packed form of an int8 weight (N, K) with per-row scales (N,)."""
+# oneDNN's product takes a call from this many output entries (rows x output features) up,
+# where its AMX kernel has overtaken fbgemm's smaller cost per call on every shape of a
+# translation model's layers (bench/experiments/int8_kernels.py).
+ONEDNN_FROM = 32768
+_ENGINE = threading.Lock()  # prepacking reads the process-wide quantized engine
+
+
+def amx_int8() -> bool:
+    """Whether this CPU has AMX int8 units and PyTorch's oneDNN int8 engine can use them."""
+    try:
+        has_amx = bool(torch.cpu.get_capabilities().get("amx_int8"))
+    except (AttributeError, RuntimeError):  # an older torch, or a CPU it cannot read
+        return False
+    return has_amx and "onednn" in torch.backends.quantized.supported_engines
+
+
+def _pack(weight: Tensor, scale: Tensor, bias: Tensor | None, engine: str = "fbgemm"):
+    """``engine``'s packed form of an int8 weight (N, K) with per-row scales (N,)."""
     zero = torch.zeros(weight.size(0), dtype=torch.long)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _ENGINE:
         warnings.filterwarnings("ignore", message=_DEPRECATION)
         q = torch._make_per_channel_quantized_tensor(weight, scale.double(), zero, 0)
-        return torch.ops.quantized.linear_prepack(q, bias)
+        previous = torch.backends.quantized.engine
+        torch.backends.quantized.engine = engine
+        try:
+            return torch.ops.quantized.linear_prepack(q, bias)
+        finally:
+            torch.backends.quantized.engine = previous
 
 
 class Int8Linear(nn.Module):
     """y = x W^T + b with W in int8 (per-row scales) and x quantized per call (see module doc).
 
     The state dict holds ``weight`` (int8, N x K), ``weight_scale`` (N,) and ``bias``; the
-    packed form fbgemm multiplies with is rebuilt whenever they are loaded.
+    packed forms fbgemm (and, on AMX hosts, oneDNN) multiply with are rebuilt whenever they
+    are loaded.
     """
 
     def __init__(self, weight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
@@ -55,8 +86,14 @@ class Int8Linear(nn.Module):
         self.register_buffer("weight", weight.to(torch.int8).contiguous())
         self.register_buffer("weight_scale", scale.float().contiguous())
         self.register_buffer("bias", None if bias is None else bias.float().contiguous())
-        self._packed = _pack(self.weight, self.weight_scale, self.bias)
+        self._repack()
         self._rows: dict[tuple[int, int], Int8Linear] = {}
+
+    def _repack(self) -> None:
+        self._packed = _pack(self.weight, self.weight_scale, self.bias)
+        self._wide = None  # oneDNN's form, for products with a large output (module doc)
+        if amx_int8():
+            self._wide = _pack(self.weight, self.weight_scale, self.bias, "onednn")
 
     @classmethod
     def from_float(cls, linear: nn.Linear) -> Int8Linear:
@@ -71,8 +108,13 @@ class Int8Linear(nn.Module):
         return self.weight.float() * self.weight_scale[:, None]
 
     def forward(self, x: Tensor) -> Tensor:
+        x = x.float()
+        if self._wide is not None and x.numel() // self.in_features * self.out_features >= (
+            ONEDNN_FROM
+        ):
+            return torch.ops.quantized.linear_dynamic(x, self._wide, False)  # (..., N)
         # reduce_range: 7-bit activations, so AVX2's 16-bit pair sums cannot saturate
-        return torch.ops.quantized.linear_dynamic(x.float(), self._packed, True)  # (..., N)
+        return torch.ops.quantized.linear_dynamic(x, self._packed, True)  # (..., N)
 
     def rows(self, start: int, stop: int) -> Int8Linear:
         """The layer of output features ``start:stop`` (exactly these rows, same scales)."""
@@ -86,7 +128,7 @@ class Int8Linear(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        self._packed = _pack(self.weight, self.weight_scale, self.bias)
+        self._repack()
         self._rows = {}
 
     def extra_repr(self) -> str:
@@ -118,6 +160,13 @@ def quantize_int8(model: nn.Module, include_output: bool = True) -> nn.Module:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, Int8Linear.from_float(module))
+    # a weight laid out transposed for a float product (aiayn.model.layout) that only an
+    # embedding reads now (tied to the quantized output projection) goes back to rows:
+    # gathering an embedding's rows from a transposed matrix costs some 6x more (131 tokens from 4,000 x 256: 60 against 10 us)
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    for p in model.parameters():
+        if id(p) not in linear and not p.is_contiguous():
+            p.data = p.data.contiguous()
     model.quantization = {"method": "int8", "include_output": include_output}
     return model.eval()
 
