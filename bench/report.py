@@ -469,6 +469,28 @@ def linear_layout(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def int8_kernels(results: Path) -> str:
+    parts = []
+    for record in latest_by(load(results, "int8_kernels"), lambda r: tuple(r["rows"])):
+        rows = [
+            [shape, *(f"{by_rows[str(n)]:.2f}x" for n in record["rows"])]
+            for shape, by_rows in record["fbgemm_over_onednn"].items()
+        ]
+        parts.append(
+            "fbgemm's time over oneDNN's for one dynamic int8 product, by weight shape (out x "
+            f"in) and rows (above 1: oneDNN faster; AMX int8 on this CPU: {record['amx_int8']}; "
+            f"aiayn takes oneDNN from {record['onednn_from']} output entries), CPU time:\n\n"
+            + provenance(record, "bench/experiments/int8_kernels.py")
+            + "\n\n"
+            + table(
+                ["weight", *(f"{n} rows" for n in record["rows"])],
+                rows,
+                set(range(1, len(record["rows"]) + 1)),
+            )
+        )
+    return "\n\n".join(parts)
+
+
 def ab_runs(results: Path) -> str:
     decode = latest_by(
         load(results, "decode_ab"),
@@ -624,6 +646,12 @@ EXPERIMENTS = [
         "Whether a column-major weight (`aiayn.model.layout`, as a model directory loads on a "
         "CPU) multiplies faster than `nn.Linear`'s row-major one.",
         linear_layout,
+    ),
+    (
+        "int8 products: fbgemm and oneDNN",
+        "Which of PyTorch's two dynamic int8 products is faster by shape and rows; "
+        "`aiayn.model.quantize` uses oneDNN for large outputs where the CPU has AMX.",
+        int8_kernels,
     ),
     (
         "Kept changes (A/B runs)",

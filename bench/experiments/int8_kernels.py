@@ -1,9 +1,9 @@
 """Which int8 product is faster, fbgemm's or oneDNN's? Times PyTorch's dynamic int8 linear
 (``quantized::linear_dynamic``) packed for each engine, on every distinct weight shape of the
 model's int8 layers (encoder, decoder, output projection), from a decoding step's few rows to
-an encoder batch's thousands. Each pair is timed alternately, CPU time, one thread; each call
-is preceded by products with the model's other weights, so that, as in a decoding step, the
-weight multiplied is not the one that was hot in cache.
+an encoder batch's thousands. Each pair is timed alternately, CPU time, one thread, the
+weight hot in cache (inside a decoding step it is not, and the two engines alternate: what the
+choice gains there is measured by ``bench/experiments/ab_decode.py --mode throughput --int8``).
 
     python bench/experiments/int8_kernels.py [MODEL_DIR] [--rows 1,4,8,16,32,48,64,131,2400]
 
@@ -17,54 +17,29 @@ shape; appends a record to bench/results/int8_kernels.jsonl.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
+from linear_layout import speedup  # noqa: E402
+
 from aiayn.model.quantize import ONEDNN_FROM, Int8Linear, _pack, amx_int8  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
 from common import write_result  # noqa: E402
 
-EVICT = 6  # products with other weights before each timed one
 
-
-def call_times(fns, calls: int, rounds: int = 5) -> list[float]:
-    """Median CPU seconds of one call of each of ``fns``, timed alternately in ``rounds``
-    rounds of ``calls`` calls after a warm-up round."""
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds + 1):
-        for fn, spent in zip(fns, times, strict=True):
-            start = time.process_time()
-            for _ in range(calls):
-                fn()
-            spent.append((time.process_time() - start) / calls)
-    return [statistics.median(t[1:]) for t in times]
-
-
-def fbgemm_over_onednn(others, n: int, in_features: int, fbgemm, onednn) -> float:
-    """fbgemm's CPU time over oneDNN's for one product of ``n`` rows, each call preceded by
-    products with the layers ``others`` (whose time is measured alone and taken off)."""
-    inputs = {m.in_features: torch.randn(n, m.in_features) for m in others}
+def fbgemm_over_onednn(n: int, in_features: int, fbgemm, onednn) -> float:
+    """fbgemm's CPU time over oneDNN's for one product of ``n`` rows."""
     x = torch.randn(n, in_features)
-
-    def evict():
-        for m in others:
-            torch.ops.quantized.linear_dynamic(inputs[m.in_features], m._packed, True)
-
-    def with_fbgemm():
-        evict()
-        torch.ops.quantized.linear_dynamic(x, fbgemm, True)
-
-    def with_onednn():
-        evict()
-        torch.ops.quantized.linear_dynamic(x, onednn, False)
-
-    base, fb, dnn = call_times([evict, with_fbgemm, with_onednn], max(3, 300 // n))
-    return (fb - base) / (dnn - base)
+    linear_dynamic = torch.ops.quantized.linear_dynamic
+    return speedup(
+        partial(linear_dynamic, x, fbgemm, True),
+        partial(linear_dynamic, x, onednn, False),
+        calls=max(10, 3000 // n),
+    )
 
 
 def main() -> None:
@@ -88,12 +63,9 @@ def main() -> None:
     with torch.no_grad():
         for (out_features, in_features), (fbgemm, onednn) in sorted(packs.items()):
             name = f"{out_features}x{in_features}"
-            others = [
-                m for m in layers if (m.out_features, m.in_features) != (out_features, in_features)
-            ][:EVICT]
             ratios[name] = {}
             for n in rows:
-                ratios[name][n] = fbgemm_over_onednn(others, n, in_features, fbgemm, onednn)
+                ratios[name][n] = fbgemm_over_onednn(n, in_features, fbgemm, onednn)
             wins = [n for n in rows if all(ratios[name][m] >= 1 for m in rows if m >= n)]
             crossover[name] = wins[0] * out_features if wins else None
             print(f"{name}: " + ", ".join(f"{n} rows {r:.2f}x" for n, r in ratios[name].items()))

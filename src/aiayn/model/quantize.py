@@ -8,11 +8,12 @@ CPUs). Embeddings, layer norms and attention stay in float32.
 
 On a CPU with AMX int8 units (Intel Xeon from Sapphire Rapids on), a product with a large
 output runs on oneDNN's dynamic int8 linear instead, which multiplies on those units: it costs
-more per call than fbgemm (about 30 against 17 us at one row) but 1.4-2.5x less from some
-32,000 output entries up (a decoding step of 48 sentences into a 4,000-word vocabulary, the
-encoder's thousands of tokens; ``python bench/experiments/int8_kernels.py``). Its activations
-are quantized to 8 bits (AMX sums in 32 bits: no 16-bit pair sums to saturate). Elsewhere
-(AVX2, AVX-512 without AMX) fbgemm alone runs.
+more per call than fbgemm (1.5-2.5x fbgemm's time at 1-16 rows) but less once the output is
+large (the output projection from 32 rows: 1.5-2.2x faster; the encoder's layers on a batch
+of 2,400 tokens: 1.8-2.7x; ``python bench/experiments/int8_kernels.py``). From 32,768 output entries (rows x
+output features) on, a threshold set on whole decoding runs (16,384 or 131,072 were no
+faster). Its activations are quantized to 8 bits (AMX sums in 32 bits: no 16-bit pair sums
+to saturate). Elsewhere (AVX2, AVX-512 without AMX) fbgemm alone runs.
 
 The projection to the vocabulary (``unembed``) is quantized too unless
 ``include_output=False``; the classifier head of a text classifier is always kept in float32.
@@ -42,9 +43,9 @@ def check_method(method: str | None, flag: str = "--quantize") -> str | None:
     return method
 
 
-# oneDNN's product takes a call from this many output entries (rows x output features) up,
-# where its AMX kernel has overtaken fbgemm's smaller cost per call on every shape of a
-# translation model's layers (bench/experiments/int8_kernels.py).
+# oneDNN's product takes a call from this many output entries (rows x output features) up
+# (module doc; bench/experiments/ab_decode.py --mode throughput --int8 with 16384, 65536 and
+# 131072 ran 0.99x, 1.00x and 0.98x as fast).
 ONEDNN_FROM = 32768
 _ENGINE = threading.Lock()  # prepacking reads the process-wide quantized engine
 
