@@ -6,7 +6,7 @@ Vaswani et al. 2017 §3.2; Phuong & Hutter 2022, Algorithms 3-5.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -58,8 +58,6 @@ class Packing:
     index: Tensor
     batch: int
     length: int
-    # unpack(..., scratch=True)'s buffers by trailing shape and dtype: zero at the padding
-    _scratch: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, real: Tensor) -> Packing:
@@ -70,22 +68,10 @@ class Packing:
         """(B, S, ...) to the real tokens' rows (n, ...)."""
         return x.flatten(0, 1).index_select(0, self.index)
 
-    def unpack(self, rows: Tensor, scratch: bool = False) -> Tensor:
-        """(n, ...) back to (B, S, ...), zeros at the padding.
-
-        ``scratch``: into a buffer kept for the next scratch unpack of the same trailing shape,
-        which overwrites it (the real rows only: the padding stays zero). For a result read
-        before the next such call (each encoder layer's projections), it spares zeroing and
-        first touching a fresh (B * S, ...) buffer in every layer.
-        """
-        key = (tuple(rows.shape[1:]), rows.dtype, rows.device)
-        out = self._scratch.get(key) if scratch else None
-        if out is None:
-            out = rows.new_zeros(self.batch * self.length, *rows.shape[1:])
-            if scratch:
-                self._scratch[key] = out
-        out.index_copy_(0, self.index, rows)
-        return out.view(self.batch, self.length, *rows.shape[1:])
+    def unpack(self, rows: Tensor) -> Tensor:
+        """(n, ...) back to (B, S, ...), zeros at the padding."""
+        out = rows.new_zeros(self.batch * self.length, *rows.shape[1:])
+        return out.index_copy_(0, self.index, rows).view(self.batch, self.length, *rows.shape[1:])
 
 
 class KVCache:
@@ -196,7 +182,7 @@ class MultiHeadAttention(nn.Module):
         d = self.d_model
         rows = None
         if packing is not None:  # (n, D) real tokens: project them, then lay them out
-            rows, x = x, packing.unpack(self.in_proj(x), scratch=True)  # (n, D), (B, T, 3D)
+            rows, x = x, packing.unpack(self.in_proj(x))  # (n, D), (B, T, 3D)
             q, k, v = x.split(d, dim=-1)  # 3 x (B, T, D)
             k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
         elif memory is None:

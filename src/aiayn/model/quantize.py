@@ -47,8 +47,7 @@ def check_method(method: str | None, flag: str = "--quantize") -> str | None:
 # (module doc; bench/experiments/ab_decode.py --mode throughput --int8 with 16384, 65536 and
 # 131072 ran 0.99x, 1.00x and 0.98x as fast).
 ONEDNN_FROM = 32768
-_ENGINE = threading.Lock()
-_linear_dynamic = torch.ops.quantized.linear_dynamic.default  # the overload: no per-call lookup  # prepacking reads the process-wide quantized engine
+_ENGINE = threading.Lock()  # prepacking reads the process-wide quantized engine
 
 
 def amx_int8() -> bool:
@@ -110,14 +109,13 @@ class Int8Linear(nn.Module):
         return self.weight.float() * self.weight_scale[:, None]
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.dtype != torch.float32:
-            x = x.float()
+        x = x.float()
         if self._wide is not None and x.numel() // self.in_features * self.out_features >= (
             ONEDNN_FROM
         ):
-            return _linear_dynamic(x, self._wide, False)  # (..., N)
+            return torch.ops.quantized.linear_dynamic(x, self._wide, False)  # (..., N)
         # reduce_range: 7-bit activations, so AVX2's 16-bit pair sums cannot saturate
-        return _linear_dynamic(x, self._packed, True)  # (..., N)
+        return torch.ops.quantized.linear_dynamic(x, self._packed, True)  # (..., N)
 
     def rows(self, start: int, stop: int) -> Int8Linear:
         """The layer of output features ``start:stop`` (exactly these rows, same scales)."""
