@@ -42,7 +42,7 @@ def _finalize(hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha:
     hyps.append(Hypothesis(tokens, score, log_prob))
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(
     step: StepFn,
     reorder: ReorderFn,
@@ -140,7 +140,7 @@ def beam_search(
     return [sorted(h, key=lambda x: -x.score)[:nbest] for h in finished]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_decode(
     model,
     src: Tensor,
@@ -175,7 +175,7 @@ def beam_decode(
     )  # fmt: skip
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_continue(
     model,
     prompt: Tensor,

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_decode(
     model, src: Tensor, max_len_offset: int = 50, max_len: int | None = None
 ) -> Tensor:
@@ -17,7 +17,7 @@ def greedy_decode(
     return greedy_search(model, src, max_len_offset, max_len, scores=False)[0]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(
     model,
     src: Tensor,

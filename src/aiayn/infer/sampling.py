@@ -202,7 +202,7 @@ def sample_steps(
             reorder(keep)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample_search(
     step: StepFn,
     reorder: ReorderFn,
@@ -242,7 +242,7 @@ def sample_search(
     return out[:, :width], log_prob  # (B, L), (B,)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample_decode(
     model,
     src: Tensor,
@@ -296,7 +296,7 @@ def sample_decode(
     return [hyps[i * n : (i + 1) * n] for i in range(b)]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate(
     model,
     prompt: Tensor,
