@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import BOS, EOS, PAD
+from aiayn.infer.mode import decoding
 
 StepFn = Callable[[Tensor], Tensor]  # last tokens (B*K, 1) -> log-probs (B*K, V)
 ReorderFn = Callable[[Tensor], None]  # flat beam indices (B*K,) -> None
@@ -42,7 +43,7 @@ def _finalize(hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha:
     hyps.append(Hypothesis(tokens, score, log_prob))
 
 
-@torch.inference_mode()
+@decoding
 def beam_search(
     step: StepFn,
     reorder: ReorderFn,
@@ -140,7 +141,7 @@ def beam_search(
     return [sorted(h, key=lambda x: -x.score)[:nbest] for h in finished]
 
 
-@torch.inference_mode()
+@decoding
 def beam_decode(
     model,
     src: Tensor,
@@ -175,7 +176,7 @@ def beam_decode(
     )  # fmt: skip
 
 
-@torch.inference_mode()
+@decoding
 def beam_continue(
     model,
     prompt: Tensor,

@@ -6,8 +6,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiayn.infer.mode import decoding
 
-@torch.inference_mode()
+
+@decoding
 def greedy_decode(
     model, src: Tensor, max_len_offset: int = 50, max_len: int | None = None
 ) -> Tensor:
@@ -17,7 +19,7 @@ def greedy_decode(
     return greedy_search(model, src, max_len_offset, max_len, scores=False)[0]
 
 
-@torch.inference_mode()
+@decoding
 def greedy_search(
     model,
     src: Tensor,

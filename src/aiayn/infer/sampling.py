@@ -27,6 +27,7 @@ from torch import Tensor
 from aiayn.config import EOS, PAD
 from aiayn.errors import OptionError
 from aiayn.infer.beam import Hypothesis
+from aiayn.infer.mode import decoding
 
 # every token so far of each live row (N, L) -> next-token logits (N, V)
 StepFn = Callable[[Tensor], Tensor]
@@ -202,7 +203,7 @@ def sample_steps(
             reorder(keep)
 
 
-@torch.inference_mode()
+@decoding
 def sample_search(
     step: StepFn,
     reorder: ReorderFn,
@@ -242,7 +243,7 @@ def sample_search(
     return out[:, :width], log_prob  # (B, L), (B,)
 
 
-@torch.inference_mode()
+@decoding
 def sample_decode(
     model,
     src: Tensor,
@@ -296,7 +297,7 @@ def sample_decode(
     return [hyps[i * n : (i + 1) * n] for i in range(b)]
 
 
-@torch.inference_mode()
+@decoding
 def generate(
     model,
     prompt: Tensor,
