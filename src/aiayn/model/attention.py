@@ -78,35 +78,47 @@ class KVCache:
     """Keys and values of one attention block kept across decoding steps.
 
     Self-attention appends the new step's keys and values (storage grows by doubling, so a
-    step costs no reallocation in the common case); cross-attention stores the projections of
-    the encoder memory once (``static``). ``reorder`` follows beams as they are re-ranked.
+    step costs no reallocation in the common case). It keeps them together, one row of keys
+    and values per token, (B, capacity, 2, H, Dh): the layout of the fused projection that
+    makes them, so that a step appends each sentence's new keys and values with one
+    contiguous copy; attention reads strided views (B, H, L, Dh) of it. Cross-attention stores
+    the projections of the encoder memory once (``static``). ``reorder`` follows beams as
+    they are re-ranked.
     """
 
     def __init__(self, static: bool = False) -> None:
         self.static = static
-        self.k: Tensor | None = None  # (B, H, capacity, Dh)
+        self.k: Tensor | None = None  # (B, H, L, Dh): static, as given; else views of kv
         self.v: Tensor | None = None
+        self.kv: Tensor | None = None  # (B, capacity, 2, H, Dh): self-attention's storage
         self.length = 0
-        self._spare: tuple[Tensor, Tensor] | None = None  # reorder's target, reused
+        self._spare: Tensor | None = None  # reorder's target, reused
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``k``, ``v`` (B, H, t, Dh); return all keys and values so far (B, H, L, Dh)."""
         if self.static:
             self.k, self.v, self.length = k, v, k.size(2)
             return k, v
-        new = self.length + k.size(2)
-        if self.k is None or new > self.k.size(2):
-            capacity = max(new, 2 * (self.k.size(2) if self.k is not None else 16))
-            shape = (k.size(0), k.size(1), capacity, k.size(3))
-            grown_k, grown_v = k.new_empty(shape), v.new_empty(shape)
-            if self.k is not None:
-                grown_k[:, :, : self.length] = self.k[:, :, : self.length]
-                grown_v[:, :, : self.length] = self.v[:, :, : self.length]
-            self.k, self.v = grown_k, grown_v
-        self.k[:, :, self.length : new] = k
-        self.v[:, :, self.length : new] = v
+        return self.append(torch.stack((k, v), 2).transpose(1, 3))  # (B, t, 2, H, Dh)
+
+    def append(self, kv: Tensor) -> tuple[Tensor, Tensor]:
+        """Append keys and values ``kv`` (B, t, 2, H, Dh) (the key and value columns of a fused
+        projection (B, t, 2D), viewed so); return all keys and values so far (B, H, L, Dh)."""
+        new = self.length + kv.size(1)
+        if self.kv is None or new > self.kv.size(1):
+            capacity = max(new, 2 * (self.kv.size(1) if self.kv is not None else 16))
+            grown = kv.new_empty((kv.size(0), capacity, *kv.shape[2:]))
+            if self.kv is not None:
+                grown[:, : self.length] = self.kv[:, : self.length]
+            self.kv = grown
+        self.kv[:, self.length : new] = kv
         self.length = new
-        return self.k[:, :, :new], self.v[:, :, :new]
+        return self._views()
+
+    def _views(self) -> tuple[Tensor, Tensor]:
+        filled = self.kv[:, : self.length]  # (B, L, 2, H, Dh)
+        self.k, self.v = filled[:, :, 0].transpose(1, 2), filled[:, :, 1].transpose(1, 2)
+        return self.k, self.v
 
     @property
     def filled(self) -> bool:
@@ -115,25 +127,26 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Select batch rows ``index`` (B',) of the cache, e.g. the surviving beams.
 
-        Only the filled part is copied; when the batch keeps its size (a beam search step),
-        into a spare buffer that the next reorder reuses: no allocation per step.
+        Only the filled part is copied, into a spare buffer that the next reorder reuses (its
+        first rows, when rows have left): no allocation per step.
         """
-        if self.k is None:
+        if self.static:
+            if self.k is not None:
+                self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
             return
-        if self.static or (torch.is_grad_enabled() and self.k.requires_grad):
-            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
-            self._spare = None
+        if self.kv is None:
             return
-        if len(index) != self.k.size(0):  # rows leave: a smaller buffer, same capacity
-            shape = (len(index), *self.k.shape[1:])
-            self._spare = (self.k.new_empty(shape), self.v.new_empty(shape))
-        elif self._spare is None or self._spare[0].shape != self.k.shape:
-            self._spare = (torch.empty_like(self.k), torch.empty_like(self.v))
-        k, v, n = *self._spare, self.length
-        torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
-        torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
-        self._spare = (self.k, self.v)
-        self.k, self.v = k, v
+        if torch.is_grad_enabled() and self.kv.requires_grad:
+            self.kv, self._spare = self.kv.index_select(0, index), None
+            self._views()
+            return
+        spare, rows = self._spare, len(index)
+        if spare is None or spare.shape[1:] != self.kv.shape[1:] or spare.size(0) < rows:
+            spare = self.kv.new_empty((rows, *self.kv.shape[1:]))
+        n, target = self.length, spare[:rows]
+        torch.index_select(self.kv[:, :n], 0, index, out=target[:, :n])
+        self._spare, self.kv = self.kv, target
+        self._views()
 
 
 class MultiHeadAttention(nn.Module):
@@ -186,10 +199,13 @@ class MultiHeadAttention(nn.Module):
             q, k, v = x.split(d, dim=-1)  # 3 x (B, T, D)
             k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
         elif memory is None:
-            q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 x (B, T, D)
-            k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
-            if cache is not None:
-                k, v = cache.update(k, v)  # (B, H, L, Dh)
+            qkv = self.in_proj(x)  # (B, T, 3D)
+            q, kv = qkv[..., :d], qkv[..., d:]  # (B, T, D), (B, T, 2D)
+            if cache is not None:  # (B, T, 2, H, Dh) appended: (B, H, L, Dh) each
+                k, v = cache.append(kv.unflatten(-1, (2, self.n_heads, self.d_head)))
+            else:
+                k, v = kv.split(d, dim=-1)  # 2 x (B, T, D)
+                k, v = self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh)
         else:
             q = linear_rows(self.in_proj, x, 0, d)  # (B, T, D)
             if cache is not None and cache.filled:
