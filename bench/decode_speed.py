@@ -11,8 +11,10 @@ the same length limit (source length + 50; a batch's longest source for the peer
 take one limit per batch). Generated tokens are counted per sentence up to and including
 its first eos; BLEU of each decoder's output on those sentences is reported beside its
 speed. Rates are given per wall-clock second and per second of the process's CPU time (the
-latter is steadier on a machine shared with other work). Prints a table per thread count
-and appends a record to bench/results/decode_speed.jsonl.
+latter is steadier on a machine shared with other work). glibc keeps freed memory in the
+process throughout (``common.steady_allocator``), so that no decoder's speed depends on
+which one ran before it. Prints a table per thread count and appends a record to
+bench/results/decode_speed.jsonl.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from aiayn.infer.greedy import greedy_decode  # noqa: E402
 from aiayn.infer.sampling import row_generators, sample_decode  # noqa: E402
 from aiayn.infer.translate import length_batches  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
-from common import write_result  # noqa: E402
+from common import steady_allocator, write_result  # noqa: E402
 from peers import marian_from  # noqa: E402
 
 
@@ -302,6 +304,7 @@ def main() -> None:
         help="throughput-mode rows: source tokens per batch (0: leave them out)",
     )
     args = parser.parse_args()
+    steady_allocator()  # peers timed in one process: no page faults for each other's frees
     try:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:

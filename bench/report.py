@@ -87,6 +87,9 @@ def provenance(record: Record, script: str) -> str:
     commit = f"`{record['commit']}`" if record.get("commit") else "not recorded"
     date = record.get("time", "not recorded").replace("T", " ")
     lines = [f"- command: {command}", f"- date: {date}", f"- CPU: {cpu}", f"- commit: {commit}"]
+    if record.get("allocator"):
+        settings = ", ".join(f"{k} {v}" for k, v in record["allocator"]["glibc"].items())
+        lines.append(f"- allocator: glibc with {settings} (`bench/common.py` steady_allocator)")
     if record.get("note"):
         lines.append(f"- note: {record['note']}")
     return "\n".join(lines)

@@ -9,7 +9,8 @@ steps (CTranslate2 with min and max decoding length both set, aiayn through its 
 ``decode``); the difference divided by 40 is the CPU time of one step, free of the
 encoder's. A third aiayn row runs the same architecture with d_model 16 and a 100-token
 vocabulary: its step is almost all framework overhead (issuing the operators), the floor
-that PyTorch eager mode puts under every step whatever the model's size. One thread.
+that PyTorch eager mode puts under every step whatever the model's size. One thread; glibc
+keeps freed memory in the process (``common.steady_allocator``).
 Appends a record to bench/results/step_cost.jsonl.
 """
 
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from aiayn.data.tokenizer import BOS, Tokenizer  # noqa: E402
 from aiayn.model import build_model  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
-from common import median_time, write_result  # noqa: E402
+from common import median_time, steady_allocator, write_result  # noqa: E402
 
 SENTENCE = "Ich habe heute leider keine Zeit, aber morgen komme ich gerne."
 SHORT, LONG = 10, 50
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ct2-dir", default="bench/.ct2", help="where converted models go")
     args = parser.parse_args()
+    steady_allocator()  # peers timed in one process: no page faults for each other's frees
     torch.set_num_threads(1)
     rows = [int(r) for r in args.rows.split(",")]
     tokenizer = Tokenizer.load(Path(args.model_dir))
