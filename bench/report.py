@@ -451,17 +451,19 @@ def compile_block(results: Path) -> str:
     return "\n\n".join(parts)
 
 
-def linear_layout(results: Path) -> str:
+def _ratios_by_shape(results: Path, name: str, field: str, intro, script: str) -> str:
+    """The latest record of ``name`` per row list: a table of ``record[field]`` (ratio by weight
+    shape, then rows), under ``intro(record)``."""
     parts = []
-    for record in latest_by(load(results, "linear_layout"), lambda r: tuple(r["rows"])):
+    for record in latest_by(load(results, name), lambda r: tuple(r["rows"])):
         rows = [
             [shape, *(f"{by_rows[str(n)]:.2f}x" for n in record["rows"])]
-            for shape, by_rows in record["column_major_speedup"].items()
+            for shape, by_rows in record[field].items()
         ]
         parts.append(
-            "Column-major weight against row-major, speed-up of `F.linear` by weight shape "
-            "(out x in) and rows multiplied, CPU time:\n\n"
-            + provenance(record, "bench/experiments/linear_layout.py")
+            intro(record)
+            + "\n\n"
+            + provenance(record, script)
             + "\n\n"
             + table(
                 ["weight", *(f"{n} rows" for n in record["rows"])],
@@ -470,28 +472,33 @@ def linear_layout(results: Path) -> str:
             )
         )
     return "\n\n".join(parts)
+
+
+def linear_layout(results: Path) -> str:
+    return _ratios_by_shape(
+        results,
+        "linear_layout",
+        "column_major_speedup",
+        lambda record: (
+            "Column-major weight against row-major, speed-up of `F.linear` by weight "
+            "shape (out x in) and rows multiplied, CPU time:"
+        ),
+        "bench/experiments/linear_layout.py",
+    )
 
 
 def int8_kernels(results: Path) -> str:
-    parts = []
-    for record in latest_by(load(results, "int8_kernels"), lambda r: tuple(r["rows"])):
-        rows = [
-            [shape, *(f"{by_rows[str(n)]:.2f}x" for n in record["rows"])]
-            for shape, by_rows in record["fbgemm_over_onednn"].items()
-        ]
-        parts.append(
-            "fbgemm's time over oneDNN's for one dynamic int8 product, by weight shape (out x "
-            f"in) and rows (above 1: oneDNN faster; AMX int8 on this CPU: {record['amx_int8']}; "
-            f"aiayn takes oneDNN from {record['onednn_from']} output entries), CPU time:\n\n"
-            + provenance(record, "bench/experiments/int8_kernels.py")
-            + "\n\n"
-            + table(
-                ["weight", *(f"{n} rows" for n in record["rows"])],
-                rows,
-                set(range(1, len(record["rows"]) + 1)),
-            )
-        )
-    return "\n\n".join(parts)
+    return _ratios_by_shape(
+        results,
+        "int8_kernels",
+        "fbgemm_over_onednn",
+        lambda record: (
+            "fbgemm's time over oneDNN's for one dynamic int8 product, by weight shape "
+            f"(out x in) and rows (above 1: oneDNN faster; AMX int8 on this CPU: {record['amx_int8']}; "
+            f"aiayn takes oneDNN from {record['onednn_from']} output entries), CPU time:"
+        ),
+        "bench/experiments/int8_kernels.py",
+    )
 
 
 def ab_runs(results: Path) -> str:

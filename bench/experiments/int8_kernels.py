@@ -16,7 +16,6 @@ shape; appends a record to bench/results/int8_kernels.jsonl.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
-from linear_layout import speedup  # noqa: E402
+from linear_layout import model_and_rows, speedup  # noqa: E402
 
 from aiayn.model.quantize import ONEDNN_FROM, Int8Linear, _pack, amx_int8  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
@@ -43,13 +42,8 @@ def fbgemm_over_onednn(n: int, in_features: int, fbgemm, onednn) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
-    parser.add_argument("--rows", default="1,4,8,16,32,48,64,131,2400", help="comma-separated")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    rows = [int(r) for r in args.rows.split(",")]
-    model = load_model_dir(args.model_dir, quantize="int8")
+    model_dir, rows = model_and_rows("1,4,8,16,32,48,64,131,2400")
+    model = load_model_dir(model_dir, quantize="int8")
     layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
     packs = {
         (m.out_features, m.in_features): (

@@ -41,14 +41,19 @@ def speedup(a, b, calls: int, rounds: int = 5) -> float:
     return statistics.median(times[0][1:]) / statistics.median(times[1][1:])
 
 
-def main() -> None:
+def model_and_rows(default_rows: str) -> tuple[str, list[int]]:
+    """The command line's model directory and row counts (``--rows``); one torch thread."""
     parser = argparse.ArgumentParser()
     parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
-    parser.add_argument("--rows", default="1,4,16,64,131,2400", help="comma-separated rows")
+    parser.add_argument("--rows", default=default_rows, help="comma-separated row counts")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = [int(r) for r in args.rows.split(",")]
-    model = load_model_dir(args.model_dir)
+    return args.model_dir, [int(r) for r in args.rows.split(",")]
+
+
+def main() -> None:
+    model_dir, rows = model_and_rows("1,4,16,64,131,2400")
+    model = load_model_dir(model_dir)
     shapes = sorted({tuple(m.weight.shape) for m in model.decoder.modules()
                      if isinstance(m, torch.nn.Linear)} | {tuple(model.unembed.weight.shape)})  # fmt: skip
     ratios: dict[str, dict[int, float]] = {}
