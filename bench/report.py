@@ -494,8 +494,9 @@ def int8_kernels(results: Path) -> str:
         "fbgemm_over_onednn",
         lambda record: (
             "fbgemm's time over oneDNN's for one dynamic int8 product, by weight shape "
-            f"(out x in) and rows (above 1: oneDNN faster; AMX int8 on this CPU: {record['amx_int8']}; "
-            f"aiayn takes oneDNN from {record['onednn_from']} output entries), CPU time:"
+            "(out x in) and rows (above 1: oneDNN faster; AMX int8 on this CPU: "
+            f"{record['amx_int8']}; aiayn takes oneDNN from {record['onednn_from']} output "
+            "entries), CPU time:"
         ),
         "bench/experiments/int8_kernels.py",
     )

@@ -24,7 +24,7 @@ def _ordinary(value):
 def decoding(fn: F) -> F:
     """Run ``fn`` under ``torch.inference_mode``: no gradients and, unlike ``torch.no_grad``,
     no version counters or view records kept for any tensor it creates, a cost every operator
-    of a decoding step pays (1.08x on int8 throughput-mode decoding, 1.01x on float32:
+    of a decoding step pays (1.02-1.08x on int8 throughput-mode decoding, 1.01x on float32:
     ``bench/experiments/ab_decode.py``). The tensors it returns come back as ordinary
     tensors (a copy of the token ids; the decoding state stays inside)."""
 

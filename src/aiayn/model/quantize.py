@@ -10,10 +10,11 @@ On a CPU with AMX int8 units (Intel Xeon from Sapphire Rapids on), a product wit
 output runs on oneDNN's dynamic int8 linear instead, which multiplies on those units: it costs
 more per call than fbgemm (1.5-2.5x fbgemm's time at 1-16 rows) but less once the output is
 large (the output projection from 32 rows: 1.5-2.2x faster; the encoder's layers on a batch
-of 2,400 tokens: 1.8-2.7x; ``python bench/experiments/int8_kernels.py``). From 32,768 output entries (rows x
-output features) on, a threshold set on whole decoding runs (16,384 or 131,072 were no
-faster). Its activations are quantized to 8 bits (AMX sums in 32 bits: no 16-bit pair sums
-to saturate). Elsewhere (AVX2, AVX-512 without AMX) fbgemm alone runs.
+of 2,400 tokens: 1.8-2.7x; ``python bench/experiments/int8_kernels.py``). It takes the
+products from 32,768 output entries (rows x output features) on, a threshold set on whole
+decoding runs (16,384 or 131,072 were no faster). Its activations are quantized to 8 bits
+(AMX sums in 32 bits: no 16-bit pair sums to saturate). Elsewhere (AVX2, AVX-512 without
+AMX) fbgemm alone runs.
 
 The projection to the vocabulary (``unembed``) is quantized too unless
 ``include_output=False``; the classifier head of a text classifier is always kept in float32.
@@ -163,7 +164,8 @@ def quantize_int8(model: nn.Module, include_output: bool = True) -> nn.Module:
         setattr(parent, child, Int8Linear.from_float(module))
     # a weight laid out transposed for a float product (aiayn.model.layout) that only an
     # embedding reads now (tied to the quantized output projection) goes back to rows:
-    # gathering an embedding's rows from a transposed matrix costs some 6x more (131 tokens from 4,000 x 256: 60 against 10 us)
+    # gathering an embedding's rows from a transposed matrix costs some 6x more (131 tokens
+    # of a 4,000 x 256 table: 60 against 10 us)
     linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
     for p in model.parameters():
         if id(p) not in linear and not p.is_contiguous():
