@@ -98,8 +98,7 @@ class Translator(LoadedModel):
         length and batched up to ``max_tokens`` source tokens; with sampling, ``texts[k]``
         draws as sentence ``first_index + k`` (samples then do not depend on the batch).
         ``scores`` False leaves greedy outputs unscored (score and log_prob NaN), for a caller
-        that keeps only the text: each step then skips a sum over the vocabulary (2.7% of a
-        greedy run on the shipped model).
+        that keeps only the text: each step then skips a sum over the vocabulary.
 
         With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
         search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are

@@ -26,10 +26,13 @@ def decoding(fn: F) -> F:
     no version counters or view records kept for any tensor it creates, a cost every operator
     of a decoding step pays (1.02-1.08x on int8 throughput-mode decoding, 1.01x on float32:
     ``bench/experiments/ab_decode.py``). The tensors it returns come back as ordinary
-    tensors (a copy of the token ids; the decoding state stays inside)."""
+    tensors (a copy of the token ids; the decoding state stays inside); called in inference
+    mode already (one decoder calling another, or a caller's own block), it runs as it is."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if torch.is_inference_mode_enabled():  # the outer call copies out, if it must
+            return fn(*args, **kwargs)
         with torch.inference_mode():
             result = fn(*args, **kwargs)
         return _ordinary(result)

@@ -118,8 +118,9 @@ def translate_texts(
     order drawn, each scored by its log-probability under the model; ``texts[k]`` counts as
     sentence ``first_index + k`` for the seeds, so a sentence samples the same whatever else
     is translated with it (pass the running line number when translating a stream in parts).
-    ``scores`` False: greedy outputs are not scored (``search``). An empty text (or one of whitespace only) has nothing to translate: its translation is
-    the empty text, with score 0 (the log-probability of a certain outcome), the model unasked.
+    ``scores`` False: greedy outputs are not scored (``search``). An empty text (or one of
+    whitespace only) has nothing to translate: its translation is the empty text, with score 0
+    (the log-probability of a certain outcome), the model unasked.
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")

@@ -8,7 +8,7 @@ CPUs). Embeddings, layer norms and attention stay in float32.
 
 On a CPU with AMX int8 units (Intel Xeon from Sapphire Rapids on), a product with a large
 output runs on oneDNN's dynamic int8 linear instead, which multiplies on those units: it costs
-more per call than fbgemm (1.5-2.5x fbgemm's time at 1-16 rows) but less once the output is
+more per call than fbgemm (1.0-2.6x fbgemm's time at 1-16 rows) but less once the output is
 large (the output projection from 32 rows: 1.5-2.2x faster; the encoder's layers on a batch
 of 2,400 tokens: 1.8-2.7x; ``python bench/experiments/int8_kernels.py``). It takes the
 products from 32,768 output entries (rows x output features) on, a threshold set on whole
@@ -25,6 +25,7 @@ weights and their scales.
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 
@@ -51,6 +52,7 @@ ONEDNN_FROM = 32768
 _ENGINE = threading.Lock()  # prepacking reads the process-wide quantized engine
 
 
+@functools.cache
 def amx_int8() -> bool:
     """Whether this CPU has AMX int8 units and PyTorch's oneDNN int8 engine can use them."""
     try:
