@@ -18,15 +18,25 @@ def add_train(sub) -> None:
         "--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="train the tokenizer and write the token stores into the run directory, then stop",
+    )
     p.set_defaults(func=cmd_train)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
     from aiayn.config import load_run_config
-    from aiayn.train.loop import train
+    from aiayn.train.loop import Trainer, train
 
     run = load_run_config(args.config, args.set or [])
     out = Path(args.out or f"runs/{Path(args.config).stem if args.config else 'run'}")
+    if args.prepare_only:
+        Trainer(run, out, progress=False, data_only=True).close()
+        stores = sorted(p.parent.name for p in (out / "store").glob("*/meta.json"))
+        print(json.dumps({"run": str(out), "stores": stores}))
+        return
     try:
         summary = train(run, out, progress=not args.quiet)
     except TrainingInterrupted as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -83,6 +84,17 @@ def _sampling_option(args: argparse.Namespace):
     return Sampling(temperature, args.top_k, top_p, 0 if args.seed is None else args.seed)
 
 
+def one_line(text: str, tabs: bool = False) -> str:
+    """``text`` on one output line: a line break a model wrote (a sampled newline byte, or
+    any other character ``str.splitlines`` breaks at) becomes a space, so output line i
+    stays the translation of input line i; with ``tabs``, tabs too (the n-best columns)."""
+    return (_BREAKS_AND_TABS if tabs else _BREAKS).sub(" ", text)
+
+
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_BREAKS_AND_TABS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
     import time
 
@@ -110,10 +122,10 @@ def cmd_translate(args: argparse.Namespace) -> None:
         for i, result in enumerate(results):
             produced += produced_tokens(result.hypotheses, options["sampling"])
             if args.nbest == 1:
-                print(result.text)
+                print(one_line(result.text))
             else:
                 for h in result.hypotheses:
-                    print(f"{total + i}\t{h.score:.4f}\t{h.text}")
+                    print(f"{total + i}\t{h.score:.4f}\t{one_line(h.text, tabs=True)}")
         sys.stdout.flush()
         total += len(lines)
     print(

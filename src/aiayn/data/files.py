@@ -27,6 +27,7 @@ import json
 import re
 import warnings
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from aiayn.errors import UserError, decode_utf8
@@ -77,6 +78,151 @@ def read_lines(path: Path) -> list[str]:
         )
         lines = [line.replace("\r", " ") for line in lines]
     return lines
+
+
+def iter_line_chunks(path: Path, chunk_bytes: int = 1 << 24) -> Iterator[list[str]]:
+    """The lines of a UTF-8 text file (plain or .gz) in lists, read ``chunk_bytes`` at a time.
+
+    Streaming ``read_lines``: the same line endings (LF or CR LF; a CR inside a line becomes
+    a space, with one warning counting the lines), the byte order mark dropped, and bytes
+    that are not UTF-8 a ``UserError`` naming the line and column. A file of CR endings only
+    is read whole, as ``read_lines`` does (such files come from classic Mac OS, and are small).
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    number, rest, first = 0, b"", True
+    inner = _LineNumbers()
+    try:
+        with opener(path, "rb") as f:
+            while True:
+                block = f.read(chunk_bytes)
+                if first and block and b"\n" not in block and b"\r" in block:
+                    yield read_lines(path)
+                    return
+                data = rest + block
+                if not block:
+                    cut = len(data)
+                else:
+                    cut = data.rfind(b"\n") + 1
+                    if cut == 0:
+                        rest = data
+                        continue
+                data, rest = data[:cut], data[cut:]
+                if not data:
+                    break
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    decode_utf8(data, path)  # raises, naming the line within this block ...
+                    raise
+                if first:
+                    text = text.removeprefix("\ufeff")
+                    first = False
+                if not text:
+                    break
+                lines = text.split("\n")
+                if text.endswith("\n"):
+                    lines.pop()
+                lines = [line.removesuffix("\r") for line in lines]
+                found = [n for n, line in enumerate(lines, number + 1) if "\r" in line]
+                if found:
+                    inner.add(found)
+                    lines = [line.replace("\r", " ") for line in lines]
+                number += len(lines)
+                yield lines
+                if not block:
+                    break
+    except UserError as error:  # ... counted from the file's first line
+        raise _shift_line(error, number) from None
+    except (OSError, EOFError, zlib.error) as error:
+        raise UserError(f"{path}: not a UTF-8 gzip file, or a damaged one ({error})") from None
+    if inner.count:
+        warnings.warn(
+            f"{path}: {inner.count} line(s) hold a carriage return (CR) inside the line, read as "
+            f"a space (line {inner})",
+            stacklevel=2,
+        )
+
+
+class _LineNumbers:
+    """A count of lines, and the first few numbers to show (bounded for any file size)."""
+
+    def __init__(self) -> None:
+        self.count, self.first = 0, []
+
+    def add(self, numbers: list[int]) -> None:
+        self.count += len(numbers)
+        self.first += numbers[: MAX_MISMATCH_LINES_SHOWN + 1 - len(self.first)]
+
+    def __str__(self) -> str:
+        return _shown(self.first)
+
+
+def _shift_line(error: UserError, before: int) -> UserError:
+    """``error`` (from ``decode_utf8`` over a block) with its line counted from the file."""
+    match = re.search(r", line (\d+):", str(error))
+    if not match:
+        return error
+    line = int(match.group(1)) + before
+    return UserError(str(error).replace(match.group(0), f", line {line}:", 1))
+
+
+def iter_parallel(
+    src_path: Path, tgt_path: Path, chunk_bytes: int = 1 << 24
+) -> Iterator[list[Pair]]:
+    """Streaming ``read_parallel``: lists of (source, target) pairs, both sides stripped,
+    pairs with an empty side dropped (one warning at the end gives their line numbers), and
+    a ``UserError`` naming both files when their line counts differ."""
+    src_chunks = iter_line_chunks(src_path, chunk_bytes)
+    tgt_chunks = iter_line_chunks(tgt_path, chunk_bytes)
+    src_buf: list[str] = []
+    tgt_buf: list[str] = []
+    n_src = n_tgt = number = 0
+    empty = _LineNumbers()
+    src_done = tgt_done = False
+    while True:
+        while not src_done and len(src_buf) <= len(tgt_buf):
+            more = next(src_chunks, None)
+            if more is None:
+                src_done = True
+            else:
+                src_buf += more
+                n_src += len(more)
+        while not tgt_done and len(tgt_buf) <= len(src_buf):
+            more = next(tgt_chunks, None)
+            if more is None:
+                tgt_done = True
+            else:
+                tgt_buf += more
+                n_tgt += len(more)
+        k = min(len(src_buf), len(tgt_buf))
+        if k == 0 and src_done and tgt_done:
+            break
+        if k == 0:
+            break  # one file ended first: the counts below differ
+        pairs, dropped = [], []
+        for s, t in zip(src_buf[:k], tgt_buf[:k], strict=True):
+            number += 1
+            s, t = s.strip(), t.strip()
+            if s and t:
+                pairs.append((s, t))
+            else:
+                dropped.append(number)
+        empty.add(dropped)
+        del src_buf[:k], tgt_buf[:k]
+        yield pairs
+    for rest in src_chunks:
+        n_src += len(rest)
+    for rest in tgt_chunks:
+        n_tgt += len(rest)
+    if n_src != n_tgt:
+        raise UserError(f"line counts differ: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}")
+    if empty.count:
+        warnings.warn(
+            f"dropped {empty.count} line(s) with an empty side in {src_path} / {tgt_path} "
+            f"(line {empty})",
+            stacklevel=2,
+        )
 
 
 def _drop_empty(pairs: list[Pair], numbers: list[int], where: str) -> list:

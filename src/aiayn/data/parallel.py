@@ -1,27 +1,170 @@
-"""A tokenized parallel corpus, ready to be cut into token batches."""
+"""A parallel corpus in token stores, cut into token batches (Vaswani et al. 2017 §5.1).
+
+Each split's files (``{split}.{src,tgt}.gz``) are read in chunks, encoded with the run's
+tokenizer (sentencepiece encodes a chunk on every core) and appended to a token store
+(``aiayn.data.store``); training then plans its batches from the store's length buckets
+(``aiayn.data.plan``) and collates each batch from the memory maps when it is needed. The
+tokenizer trains on a bounded sample of the training text, drawn while streaming.
+"""
 
 from __future__ import annotations
 
+import random
+import tempfile
+import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from aiayn.config import DataConfig
-from aiayn.data.batching import Batch, collate, length_batches, shard
-from aiayn.data.files import load_split
-from aiayn.data.tokenizer import Tokenizer
+from aiayn.data.batching import Batch
+from aiayn.data.files import iter_parallel, load_split
+from aiayn.data.plan import BucketPlan, EpochBatches, epoch_batches
+from aiayn.data.store import Chunk, TokenStore, input_key, open_store, write_store
+from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer
 from aiayn.errors import UserError
 
+CHUNK_PAIRS = 20_000  # pairs encoded at a time
+TOKENIZER_SAMPLE = 2_000_000  # texts (both sides) the tokenizer trains on, at most
 
-@dataclass
-class EncodedSplit:
-    texts: list[tuple[str, str]]
-    ids: list[tuple[list[int], list[int]]]
 
-    @property
-    def lengths(self) -> list[int]:
-        """Longest side of each pair, counting the eos / bos that ``collate`` adds."""
-        return [max(len(s), len(t)) + 1 for s, t in self.ids]
+def split_paths(config: DataConfig, split: str) -> tuple[Path, Path]:
+    """The two files of ``split``; a missing one is a FileNotFoundError saying what exists."""
+    corpus_dir = Path(config.corpus)
+    paths = tuple(corpus_dir / f"{split}.{lang}.gz" for lang in (config.src_lang, config.tgt_lang))
+    if not all(p.is_file() for p in paths):
+        load_split(corpus_dir, split, config.src_lang, config.tgt_lang)  # raises, explaining
+    return paths
+
+
+def load_texts(config: DataConfig, split: str) -> list[tuple[str, str]]:
+    """Every pair of ``split`` in memory (for small splits: evaluation, tests)."""
+    return load_split(Path(config.corpus), split, config.src_lang, config.tgt_lang)
+
+
+def iter_pairs(config: DataConfig, split: str) -> Iterator[list[tuple[str, str]]]:
+    return iter_parallel(*split_paths(config, split))
+
+
+def training_splits(config: DataConfig) -> list[str]:
+    return ["train", *config.extra_train]
+
+
+def sample_texts(config: DataConfig, limit: int = TOKENIZER_SAMPLE, seed: int = 1) -> list[str]:
+    """Up to ``limit`` texts (sources and targets) of the training splits, drawn uniformly
+    while streaming (reservoir sampling); all of them, in order, when there are fewer."""
+    rng = random.Random(seed)
+    sample: list[str] = []
+    seen = 0
+    for split in training_splits(config):
+        for pairs in iter_pairs(config, split):
+            for pair in pairs:
+                for text in pair:
+                    seen += 1
+                    if len(sample) < limit:
+                        sample.append(text)
+                    else:
+                        j = rng.randrange(seen)
+                        if j < limit:
+                            sample[j] = text
+    return sample
+
+
+def train_tokenizer(config: DataConfig) -> Tokenizer:
+    """A shared BPE on both sides of the training data (Vaswani et al. 2017 §5.1)."""
+    return Tokenizer.train(sample_texts(config), config.vocab_size)
+
+
+def encoded_chunks(tokenizer, pairs: Iterator[list[tuple[str, str]]]) -> Iterator[Chunk]:
+    """``pairs`` encoded, ``CHUNK_PAIRS`` at a time (the target with the target tokenizer)."""
+    buffer: list[tuple[str, str]] = []
+    for chunk in pairs:
+        buffer += chunk
+        while len(buffer) >= CHUNK_PAIRS:
+            head, buffer = buffer[:CHUNK_PAIRS], buffer[CHUNK_PAIRS:]
+            yield _encode(tokenizer, head)
+    if buffer:
+        yield _encode(tokenizer, buffer)
+
+
+def _encode(tokenizer, pairs: list[tuple[str, str]]) -> Chunk:
+    src = tokenizer.encode([s for s, _ in pairs])
+    tgt = tokenizer.encode_target([t for _, t in pairs])  # Marian: the target model
+    return Chunk({"src": src, "tgt": tgt})
+
+
+def split_key(config: DataConfig, split: str, tokenizer_sha256: str) -> dict:
+    return input_key(split_paths(config, split), tokenizer_sha256, kind="parallel")
+
+
+def build_store(config: DataConfig, split: str, tokenizer, key: dict, directory: Path) -> Path:
+    """Encode ``split`` into a store at ``directory`` (streaming; all or nothing)."""
+    chunks = encoded_chunks(tokenizer, iter_pairs(config, split))
+    return write_store(directory, key, ("src", "tgt"), tokenizer.vocab_size, chunks)
+
+
+def collate_pairs(batches: EpochBatches, i: int) -> Batch:
+    """Batch i of an epoch, padded: source + eos, bos + target, target + eos (as ``collate``)."""
+    seqs, _, index = batches.read(i, ("src", "tgt"))
+    src, tgt = seqs["src"], seqs["tgt"]
+    return Batch(
+        _pad(src, tail=EOS), _pad(tgt, head=BOS), _pad(tgt, tail=EOS), index
+    )  # (B, S), (B, T), (B, T)
+
+
+def _pad(seqs: list[np.ndarray], head: int | None = None, tail: int | None = None):
+    extra = (head is not None) + (tail is not None)
+    width = max(len(s) for s in seqs) + extra
+    out = np.full((len(seqs), width), PAD, dtype=np.int64)
+    for row, s in enumerate(seqs):
+        start = 0
+        if head is not None:
+            out[row, 0] = head
+            start = 1
+        out[row, start : start + len(s)] = s
+        if tail is not None:
+            out[row, start + len(s)] = tail
+    return torch.from_numpy(out)
+
+
+def target_tokens(store: TokenStore, index: np.ndarray) -> int:
+    """Target tokens of these examples that count towards the loss (each + eos)."""
+    return int(store.lengths("tgt", index).sum()) + len(index)
+
+
+class ParallelData:
+    """Splits' stores planned as one corpus (the train split ``train_repeat`` times, then
+    ``extra_train``); over-long pairs dropped with ``filter_long`` (a warning counts them)."""
+
+    def __init__(
+        self,
+        stores: list[TokenStore],
+        max_len: int,
+        filter_long: bool,
+        corpus: str = "",
+        split: str = "",
+    ) -> None:
+        self.stores = stores
+        self.plan = BucketPlan(stores, max_len if filter_long else None, drop_long=True)
+        total = sum(s.n for s in stores)
+        if filter_long and total and not self.plan.n:
+            raise UserError(
+                f"{corpus}: every one of the {total} {split} pairs is longer than "
+                f"data.max_len = {max_len} tokens, so nothing is left to train on; raise "
+                "data.max_len"
+            )
+        if self.plan.dropped:
+            warnings.warn(
+                f"{split}: dropped {self.plan.dropped} of {total} pairs longer than "
+                f"data.max_len={max_len} tokens",
+                stacklevel=3,
+            )
+
+    def __len__(self) -> int:
+        return self.plan.n
 
     def batches(
         self,
@@ -31,51 +174,50 @@ class EncodedSplit:
         shuffle: bool = True,
         rank: int = 0,
         world_size: int = 1,
-    ) -> list[Batch]:
-        groups = length_batches(self.lengths, max_tokens, seed, epoch, shuffle)
+    ) -> EpochBatches:
+        out = epoch_batches(
+            self.plan, max_tokens, seed, epoch, shuffle, collate_pairs, target_tokens
+        )
         if world_size > 1:
-            groups = shard(groups, rank, world_size)
-        return [collate([self.ids[i] for i in g], g) for g in groups]
-
-
-def load_texts(config: DataConfig, split: str) -> list[tuple[str, str]]:
-    return load_split(Path(config.corpus), split, config.src_lang, config.tgt_lang)
-
-
-def train_tokenizer(config: DataConfig) -> Tokenizer:
-    """A shared BPE on both sides of the training data (Vaswani et al. 2017 §5.1)."""
-    pairs = load_texts(config, "train")
-    for extra in config.extra_train:
-        pairs = pairs + load_texts(config, extra)
-    return Tokenizer.train([t for pair in pairs for t in pair], config.vocab_size)
+            n = len(out) // world_size * world_size
+            out = out[rank:n:world_size]
+        return out
 
 
 def encode_split(
-    config: DataConfig, tokenizer: Tokenizer, split: str, filter_long: bool
-) -> EncodedSplit:
-    """Tokenize ``split`` (plus ``extra_train`` splits for train); drop over-long training pairs."""
-    texts = load_texts(config, split)
-    if split == "train":
-        texts = texts * config.train_repeat
-        for extra in config.extra_train:
-            texts = texts + load_texts(config, extra)
-    src = tokenizer.encode([s for s, _ in texts])
-    tgt = tokenizer.encode_target([t for _, t in texts])  # Marian: the target model
-    pairs = list(zip(src, tgt, strict=True))
-    if filter_long:
-        keep = [i for i, (s, t) in enumerate(pairs) if max(len(s), len(t)) + 1 <= config.max_len]
-        if pairs and not keep:
-            raise UserError(
-                f"{config.corpus}: every one of the {len(pairs)} {split} pairs is longer than "
-                f"data.max_len = {config.max_len} tokens, so nothing is left to train on; "
-                "raise data.max_len"
-            )
-        if len(keep) < len(pairs):
-            warnings.warn(
-                f"{split}: dropped {len(pairs) - len(keep)} of {len(pairs)} pairs longer than "
-                f"data.max_len={config.max_len} tokens",
-                stacklevel=2,
-            )
-        texts = [texts[i] for i in keep]
-        pairs = [pairs[i] for i in keep]
-    return EncodedSplit(texts, pairs)
+    config: DataConfig,
+    tokenizer,
+    split: str,
+    filter_long: bool,
+    root: Path | None = None,
+    tokenizer_sha256: str = "",
+    write: bool = True,
+) -> ParallelData:
+    """``split`` (with ``train_repeat`` and ``extra_train`` for train) as ``ParallelData``.
+
+    Its stores live under ``root``, keyed to ``tokenizer_sha256`` and the split's files: one
+    that is missing or outdated is written (``write``) or waited for (another process writes
+    it). Without ``root``, in a temporary directory that lives as long as the result.
+    """
+    keep = None
+    if root is None:
+        keep = tempfile.TemporaryDirectory(prefix="aiayn-store-")
+        root = Path(keep.name)
+    names = training_splits(config) if split == "train" else [split]
+    stores = {}
+    for name in names:
+        key = split_key(config, name, tokenizer_sha256)
+        directory = Path(root) / name
+        store = open_store(directory, key)
+        if store is None and write:
+            build_store(config, name, tokenizer, key, directory)
+        while store is None:
+            store = open_store(directory, key)
+            if store is None:
+                time.sleep(0.5)  # another process is writing it
+        stores[name] = store
+    ordered = [stores[names[0]]] * (config.train_repeat if split == "train" else 1)
+    ordered += [stores[n] for n in names[1:]]
+    data = ParallelData(ordered, config.max_len, filter_long, config.corpus, split)
+    data._tempdir = keep  # removed with the data
+    return data

@@ -12,6 +12,8 @@ Run directory layout::
     run.json            the full run config
     train.lock          pid and host of the training that runs in it (see ``rundir``)
     tokenizer.model     trained once at the start, reused on resume
+    store/              the splits encoded once (token stores), reused on resume and by
+                        every process; written again if the tokenizer or a corpus file changes
     checkpoints/        checkpoint-STEP.pt, the last K
     metrics.jsonl       one JSON object per log line / validation
     best/               model directory with the best validation loss (or accuracy)
@@ -31,6 +33,7 @@ import torch
 from tqdm import tqdm
 
 from aiayn.config import ModelConfig, RunConfig
+from aiayn.data.store import remove_partial_writes
 from aiayn.data.tokenizer import (
     PAD,
     has_tokenizer,
@@ -46,6 +49,7 @@ from aiayn.train import distributed as ddp
 from aiayn.train import resume
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer, schedule_steps
+from aiayn.train.prefetch import Prefetcher, Ready
 from aiayn.train.rundir import (
     RunLock,
     StopSignals,
@@ -53,7 +57,9 @@ from aiayn.train.rundir import (
     remove_temp_files,
     repair_metrics,
 )
-from aiayn.train.tasks import make_task
+from aiayn.train.tasks import StoreAccess, make_task
+
+STORE_DIR = "store"  # the token stores of the run's splits (aiayn.data.store)
 
 
 def save_trained_model(
@@ -69,8 +75,13 @@ def save_trained_model(
 class Trainer:
     """Trains the model of ``run``'s task into ``out_dir``; resumable."""
 
-    def __init__(self, run: RunConfig, out_dir: Path, progress: bool = True) -> None:
+    def __init__(
+        self, run: RunConfig, out_dir: Path, progress: bool = True, data_only: bool = False
+    ) -> None:
+        """``data_only``: train the tokenizer and write the token stores, then stop (the
+        model is not built): a run's data prepared before its processes start."""
         self.run, self.out_dir, self.progress = run, Path(out_dir), progress
+        self.data_only = data_only
         self.ckpt_dir = self.out_dir / "checkpoints"
         self.metrics_path = self.out_dir / "metrics.jsonl"
         tc = run.train
@@ -128,8 +139,15 @@ class Trainer:
             family=self.task.family,
             **self.task.model_overrides(),
         )
-        self.task.load(self.tokenizer)
-        self.valid_batches = self.task.valid_batches()
+        store_dir = self.out_dir / STORE_DIR
+        if self.ctx.is_main:
+            remove_partial_writes(store_dir)
+        # rank 0 writes the stores the others wait for and map
+        access = StoreAccess(store_dir, self.tokenizer_sha256, write=self.ctx.is_main)
+        self.task.load(self.tokenizer, access)
+        if self.data_only:
+            return
+        self.valid_batches = list(self.task.valid_batches())
         if not self.valid_batches:
             raise UserError(f"{run.data.corpus}: the valid split is empty; validation needs text")
 
@@ -274,18 +292,21 @@ class Trainer:
             or (tc.max_minutes and self.elapsed >= tc.max_minutes * 60)
         )
 
-    def train_step(self, group: list) -> tuple[float, float, int, float]:
+    def train_step(self, group) -> tuple[float, float, int, float]:
         """One optimizer step over the global ``group`` of batches.
 
         Rank r computes batches r, r + world_size, ...; the loss is normalised by the target
         tokens of the whole group, and DDP's gradient mean is undone by ``world_size``, so the
         update equals one process computing the whole group. Returns the group's loss and NLL
         per target token, its target tokens and the step's seconds (the same on every rank).
+        ``group`` is a sequence of batches, or a ``Ready`` group (a ``Prefetcher`` collated this
+        rank's batches and counted the group's target tokens).
         """
         start = time.perf_counter()
         tc, ctx = self.run.train, self.ctx
-        n_tokens = sum(b.n_tokens for b in group)
-        mine = group[ctx.rank :: ctx.world_size]
+        if not isinstance(group, Ready):
+            group = Ready.of(group, ctx.rank, ctx.world_size)
+        n_tokens, mine = group.n_tokens, group.mine
         scale = ctx.world_size / n_tokens
         total = total_nll = torch.zeros((), device=ctx.device)  # summed on the device: no syncs
         for i, batch in enumerate(mine):
@@ -394,31 +415,33 @@ class Trainer:
                 "eff": 0.0,
                 "n": 0,
                 "t": time.perf_counter(),
+                "wait": 0.0,
             }
-            while self.batch_pos < len(groups):
-                group = groups[self.batch_pos]
-                loss, nll, n, seconds = self.train_step(group)
-                self.elapsed += seconds
-                self.batch_pos += 1
-                window["loss"] += loss * n
-                window["nll"] += nll * n
-                window["tokens"] += n
-                window["eff"] += sum(b.efficiency for b in group) / len(group)
-                window["n"] += 1
-                bar.update(1)
-                if self.step % tc.log_every == 0:
-                    self._log_window(window, bar)
-                if tc.valid_every and self.step % tc.valid_every == 0:
-                    self.validate()
-                    self.model.train()
-                if self.step % tc.checkpoint_every == 0:
-                    self.save_checkpoint()
-                if self._stop_requested():
-                    bar.close()
-                    self._interrupted(saved=self.step % tc.checkpoint_every == 0)
-                if self._out_of_budget():
-                    stop = True
-                    break
+            with Prefetcher(groups, self.batch_pos, self.ctx.rank, self.ctx.world_size) as ahead:
+                for group in ahead:
+                    loss, nll, n, seconds = self.train_step(group)
+                    self.elapsed += seconds
+                    self.batch_pos += 1
+                    window["loss"] += loss * n
+                    window["nll"] += nll * n
+                    window["tokens"] += n
+                    window["eff"] += sum(b.efficiency for b in group.mine) / len(group.mine)
+                    window["n"] += 1
+                    window["wait"], ahead.wait_s = window["wait"] + ahead.wait_s, 0.0
+                    bar.update(1)
+                    if self.step % tc.log_every == 0:
+                        self._log_window(window, bar)
+                    if tc.valid_every and self.step % tc.valid_every == 0:
+                        self.validate()
+                        self.model.train()
+                    if self.step % tc.checkpoint_every == 0:
+                        self.save_checkpoint()
+                    if self._stop_requested():
+                        bar.close()
+                        self._interrupted(saved=self.step % tc.checkpoint_every == 0)
+                    if self._out_of_budget():
+                        stop = True
+                        break
             bar.close()
             if not stop:
                 self.epoch, self.batch_pos = self.epoch + 1, 0
@@ -440,6 +463,8 @@ class Trainer:
             "grad_norm": self.grad_norm,  # of the window's last step, before clipping
             "tokens_per_s": tokens / max(now - window["t"], 1e-9),
             "padding_efficiency": window["eff"] / max(window["n"], 1),
+            # the share of the window's wall time spent waiting for batches
+            "data_wait_share": window["wait"] / max(now - window["t"], 1e-9),
             "elapsed_s": self.elapsed,
         }
         self.log(record)
@@ -448,7 +473,7 @@ class Trainer:
             lr=f"{record['lr']:.2e}",
             tok_s=f"{record['tokens_per_s']:.0f}",
         )
-        window.update(loss=0.0, nll=0.0, tokens=0, eff=0.0, n=0, t=now)
+        window.update(loss=0.0, nll=0.0, tokens=0, eff=0.0, n=0, t=now, wait=0.0)
 
     def finish(self) -> dict:
         """Write the final model (averaged if asked), the curves, and return a summary."""

@@ -8,13 +8,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import torch
 
 from aiayn.config import RunConfig
+from aiayn.data import lm
 from aiayn.data.batching import TokenBatch
-from aiayn.data.files import read_labelled, read_text
+from aiayn.data.files import read_labelled
 from aiayn.data.labelled import LabelledTexts
-from aiayn.data.lm import TokenStream
 from aiayn.data.parallel import encode_split, train_tokenizer
 from aiayn.data.tokenizer import MASK, PAD, CharTokenizer, Tokenizer
 from aiayn.train.objectives import (
@@ -24,6 +27,20 @@ from aiayn.train.objectives import (
     mlm_loss,
     seq2seq_loss,
 )
+
+
+@dataclass(frozen=True)
+class StoreAccess:
+    """Where a task's token stores live (``root``; a temporary directory when None), the
+    tokenizer they are keyed to, and whether this process writes them (one process does; the
+    others wait for it and map what it wrote)."""
+
+    root: Path | None = None
+    tokenizer_sha256: str = ""
+    write: bool = True
+
+    def arguments(self) -> dict:
+        return {"root": self.root, "tokenizer_sha256": self.tokenizer_sha256, "write": self.write}
 
 
 class TranslationTask:
@@ -42,10 +59,11 @@ class TranslationTask:
     def train_tokenizer(self) -> Tokenizer:
         return train_tokenizer(self.run.data)
 
-    def load(self, tokenizer) -> None:
-        data = self.run.data
-        self.train = encode_split(data, tokenizer, "train", filter_long=True)
-        self.valid = encode_split(data, tokenizer, "valid", filter_long=False)
+    def load(self, tokenizer, store: StoreAccess | None = None) -> None:
+        """Open (or write) the token stores of the train and valid splits."""
+        data, where = self.run.data, (store or StoreAccess()).arguments()
+        self.train = encode_split(data, tokenizer, "train", filter_long=True, **where)
+        self.valid = encode_split(data, tokenizer, "valid", filter_long=False, **where)
 
     def train_batches(self, epoch: int) -> list:
         tc = self.run.train
@@ -71,26 +89,14 @@ class LanguageModelTask:
             )
 
     def train_tokenizer(self):
-        text = read_text(self.run.data.corpus, "train")
-        if self.run.data.tokenizer == "char":
-            return CharTokenizer.train([text])
-        lines = [line for line in text.splitlines() if line.strip()]
-        return Tokenizer.train(lines, self.run.data.vocab_size)
+        data = self.run.data
+        return lm.train_tokenizer(data.corpus, data.tokenizer, data.vocab_size)
 
-    def _stream(self, tokenizer, split: str) -> TokenStream:
-        text = read_text(self.run.data.corpus, split)
-        if isinstance(tokenizer, CharTokenizer):
-            ids = tokenizer.encode([text])[0]
-        else:  # line by line keeps sentencepiece's input small; newlines are kept as tokens
-            newline = tokenizer.encode(["\n"])[0]
-            ids = []
-            for line in text.split("\n"):
-                ids += tokenizer.encode([line])[0] + newline
-        return TokenStream(torch.tensor(ids, dtype=torch.long))
-
-    def load(self, tokenizer) -> None:
-        self.train = self._stream(tokenizer, "train")
-        self.valid = self._stream(tokenizer, "valid")
+    def load(self, tokenizer, store: StoreAccess | None = None) -> None:
+        """Open (or write) the token streams of the train and valid splits."""
+        where = (store or StoreAccess()).arguments()
+        self.train = lm.load_stream(self.run.data.corpus, "train", tokenizer, **where)
+        self.valid = lm.load_stream(self.run.data.corpus, "valid", tokenizer, **where)
 
     def train_batches(self, epoch: int) -> list:
         tc, data = self.run.train, self.run.data
@@ -136,7 +142,8 @@ class ClassificationTask:
             return CharTokenizer.train(texts)
         return Tokenizer.train(texts, self.run.data.vocab_size, case_fold=self.run.data.lowercase)
 
-    def load(self, tokenizer) -> None:
+    def load(self, tokenizer, store: StoreAccess | None = None) -> None:
+        """Encode the texts in memory (labelled corpora are small: see docs/corpora.md)."""
         data = self.run.data
         valid = read_labelled(data.corpus, "valid")
         pairs = self.train_pairs * data.train_repeat + self.extra_pairs
@@ -162,8 +169,8 @@ class MaskedLMTask(ClassificationTask):
     def saved_extra(self) -> dict:
         return {}
 
-    def load(self, tokenizer) -> None:
-        super().load(tokenizer)
+    def load(self, tokenizer, store: StoreAccess | None = None) -> None:
+        super().load(tokenizer, store)
         self.vocab_size = tokenizer.vocab_size
 
     def _masked(self, batches: list, seed: int) -> list:

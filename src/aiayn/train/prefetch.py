@@ -1,0 +1,92 @@
+"""Batches collated ahead of the step that needs them, in a background thread.
+
+Collating a batch reads its ids from the token store's memory maps (numpy, which leaves the
+GIL while it copies), so a thread keeps a few steps' batches ready while the model computes;
+the loop measures the time it still waits (``Prefetcher.wait_s``).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+RELEASE_EVERY = 256  # steps between dropping the store pages read so far from the RSS
+
+
+def group_tokens(group: Sequence) -> int:
+    """Target tokens of a group of batches: from the plan where it can count them without
+    collating (the other ranks' batches), else from the batches."""
+    if callable(getattr(group, "n_tokens", None)):
+        return sum(group.n_tokens(i) for i in range(len(group)))
+    return sum(b.n_tokens for b in group)
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A step's group of batches made ready: the group's target tokens (all ranks') and this
+    rank's batches, collated."""
+
+    n_tokens: int
+    mine: list
+
+    @classmethod
+    def of(cls, group: Sequence, rank: int, world_size: int) -> Ready:
+        return cls(group_tokens(group), list(group[rank::world_size]))
+
+
+class Prefetcher:
+    """Yields a ``Ready`` group for each of ``groups[start:]``, up to ``depth`` steps ahead.
+    Use as a context manager: leaving it stops the thread."""
+
+    def __init__(self, groups: Sequence, start: int, rank: int, world_size: int, depth: int = 2):
+        self.groups, self.start = groups, start
+        self.rank, self.world_size = rank, world_size
+        self.queue: queue.Queue = queue.Queue(maxsize=depth)
+        self.stopped = threading.Event()
+        self.wait_s = 0.0
+        self.thread = threading.Thread(target=self._work, name="aiayn-prefetch", daemon=True)
+
+    def __enter__(self) -> Prefetcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        while self.thread.is_alive():
+            try:  # unblock a put on a full queue
+                self.queue.get_nowait()
+            except queue.Empty:
+                pass
+            self.thread.join(timeout=0.05)
+
+    def _put(self, item) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _work(self) -> None:
+        try:
+            for k in range(self.start, len(self.groups)):
+                group = self.groups[k]
+                if not self._put(Ready.of(group, self.rank, self.world_size)):
+                    return
+                if (k + 1) % RELEASE_EVERY == 0 and hasattr(group, "release"):
+                    group.release()
+        except BaseException as error:  # handed to the loop, which raises it
+            self._put(error)
+
+    def __iter__(self):
+        for _ in range(self.start, len(self.groups)):
+            began = time.perf_counter()
+            item = self.queue.get()
+            self.wait_s += time.perf_counter() - began
+            if isinstance(item, BaseException):
+                raise item
+            yield item
