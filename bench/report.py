@@ -185,6 +185,78 @@ def training_speed(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def data_scale(results: Path) -> str:
+    """The latest record of each corpus size, and how each figure grows with it."""
+    records = latest_by(load(results, "scale"), lambda r: (r["pairs"], r.get("config")))
+    records = sorted((r for r in records if r["pairs"]), key=lambda r: r["pairs"])
+    if not records:
+        return ""
+    rows = []
+    for r in records:
+        train, two = r["train_1"], r.get("train_2") or {}
+        rows.append(
+            [
+                num(r["pairs"]),
+                num(r["tokenizer"]["wall_s"]),
+                num(r["tokenizer"]["peak_rss_mb"]),
+                num(r["encoding"]["wall_s"]),
+                num(r["encoding"]["peak_rss_mb"]),
+                f"{r['store']['bytes'] / 1e6:,.0f} ({r['store']['ratio']:.3f}x)",
+                num(train["first_step_s"], 1),
+                num(train["peak_rss_mb"]),
+                num(r.get("data_rss_mb")),
+                ", ".join(num(x) for x in two.get("rank_peak_rss_mb", [])) or "n/a",
+                pct(train.get("data_wait_share")),
+            ]
+        )
+    header = [
+        "pairs",
+        "tokenizer s",
+        "tokenizer RSS MB",
+        "encoding s",
+        "encoding RSS MB",
+        "store MB (x ids)",
+        "to first step s",
+        "train RSS MB",
+        "data's part MB",
+        "2 ranks: RSS MB each",
+        "data wait",
+    ]
+    growth = ""
+    if len(records) > 1:
+        a, b = records[0], records[-1]
+        scale = b["pairs"] / a["pairs"]
+
+        def rate(get) -> str:
+            return f"{get(b) / max(get(a), 1e-9):.2f}x"
+
+        growth = (
+            f"\n\nFrom {num(a['pairs'])} to {num(b['pairs'])} pairs ({scale:.0f}x): tokenizer "
+            f"time {rate(lambda r: r['tokenizer']['wall_s'])}, encoding time "
+            f"{rate(lambda r: r['encoding']['wall_s'])} (linear in the tokens), store size "
+            f"{rate(lambda r: r['store']['bytes'])}, time to the first step "
+            f"{rate(lambda r: r['train_1']['first_step_s'])}, training peak RSS "
+            f"{rate(lambda r: r['train_1']['peak_rss_mb'])}."
+        )
+    base = records[-1].get("baseline_train")
+    note = (
+        f" The data's part is the training RSS less that of the same run on 1,000 pairs "
+        f"({num(base['peak_rss_mb'])} MB)."
+        if base
+        else ""
+    )
+    return (
+        provenance(records[-1], "bench/scale.py")
+        + f"\n\nConfig `{records[-1].get('config')}`, batches of "
+        + f"{num(records[-1].get('max_tokens'))} tokens; peak RSS from `/usr/bin/time -v` "
+        + "(each torchrun rank's from /proc)."
+        + note
+        + "\n\n"
+        + table(header, rows, set(range(11)))
+        + growth
+    )
+
+
 def serving_load(results: Path) -> str:
     parts = []
     records = [r for r in load(results, "serve_load") if r.get("compare") != "engines"]
@@ -594,6 +666,14 @@ SECTIONS = [
         "and output layer, and Hugging Face `MarianMTModel`, timed alternately in one process. "
         "Model FLOPs are counted by `torch.utils.flop_counter`.",
         training_speed,
+    ),
+    (
+        "Data path at scale",
+        "`bench/scale.py`: corpora of N pairs at WMT14 English-German's sentence lengths, "
+        "each through the tokenizer's training, the token store's encoding (`aiayn train "
+        "--prepare-only`) and the first training steps of the base model, each in its own "
+        "process.",
+        data_scale,
     ),
     (
         "Serving load",

@@ -15,8 +15,8 @@ kept in --work between runs) goes through three processes, each under ``/usr/bin
   /proc while it runs).
 
 Each records wall time, peak RSS, the store's bytes on disk against its token count, the
-time from the command to its first step (the first line metrics.jsonl gets), and the share
-of step time spent waiting for batches. A ``baseline`` run trains the same model on a
+time from the command to the start of its first step (when metrics.jsonl gets step 1's
+line, less that step's own duration), and the share of step time spent waiting for batches. A ``baseline`` run trains the same model on a
 1,000-pair corpus, so that the data's part of the training RSS is the difference.
 Appends one record per size to bench/results/scale.jsonl.
 """
@@ -109,8 +109,10 @@ def timed(cmd: list[str], env: dict, watch: Path | None = None) -> dict:
     first_step, peaks = None, {}
     while proc.poll() is None:
         if watch is not None and first_step is None and watch.is_file():
-            if any('"loss"' in line for line in watch.read_text().splitlines()):
-                first_step = time.perf_counter() - start
+            lines = [line for line in watch.read_text().splitlines() if '"loss"' in line]
+            if lines:  # step 1 ended: it began its own duration (elapsed_s) before
+                step = json.loads(lines[0])
+                first_step = time.perf_counter() - start - step["elapsed_s"]
         for pid, name, hwm in _descendants(proc.pid):
             if "aiayn" in name and "torch.distributed.run" not in name:
                 peaks[pid] = max(peaks.get(pid, 0), hwm)

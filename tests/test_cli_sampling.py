@@ -75,3 +75,11 @@ def test_bad_sampling_flags_are_named(monkeypatch, capsys, tmp_path, flags, mess
     assert main(["translate", str(tmp_path / "no-model"), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_line_break_in_a_translation_keeps_one_output_line_per_input():
+    from aiayn.cli.translate import one_line
+
+    assert one_line("a\nb\u2028c\rd\te") == "a b c d\te"
+    assert one_line("a\nb\tc", tabs=True) == "a b c"
+    assert one_line("x\x85y\x0cz").splitlines() == ["x y z"]

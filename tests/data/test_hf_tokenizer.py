@@ -46,7 +46,9 @@ def native_marian():
 def test_marian_pair_reads_text_as_the_sentencepiece_model_does(native_marian, text):
     tok, marian = native_marian
     assert marian.encode([text]) == tok.encode([text])  # the same ids, through vocab.json
-    assert marian.decode(marian.encode([text])) == [text.replace("\u2581", " ")]
+    # U+2581 reads as a space, and Marian's decoding strips the text (as transformers' does):
+    # a text of only U+2581 decodes to "" (hypothesis found it)
+    assert marian.decode(marian.encode([text])) == [text.replace("\u2581", " ").strip()]
 
 
 def test_the_loader_dispatches_on_the_files(tmp_path, byte_bpe, native_marian):

@@ -128,3 +128,59 @@ def test_compiled_training_step_equals_eager(sample_corpus, tmp_path):
 def test_compile_takes_only_a_boolean():
     with pytest.raises(ValueError, match="train.compile must be true or false"):
         load_run_config(None, ["train.compile=1"])
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def two_nodes(overrides, out, port):
+    """Two torchrun agents as two nodes of one process each, meeting through a c10d
+    rendezvous on 127.0.0.1 (as on two machines sharing the run directory's disk)."""
+    agents = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}"]
+        cmd += ["--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}"]
+        cmd += ["--rdzv_id=aiayn-test", "--max_restarts=0"]
+        cmd += ["-m", "aiayn.cli", "train", "--out", str(out), "--quiet"]
+        for o in overrides:
+            cmd += ["--set", o]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        agents.append(
+            subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+    outputs = [a.communicate(timeout=300) for a in agents]
+    for agent, (_, err) in zip(agents, outputs, strict=True):
+        assert agent.returncode == 0, err[-3000:]
+    return outputs
+
+
+@pytest.mark.slow  # two torchrun agents, two processes, twice (~60 s)
+def test_two_nodes_train_from_the_store_resume_and_equal_one_process(sample_corpus, tmp_path):
+    common = tiny_run_overrides(sample_corpus) + NO_DROPOUT + ["train.valid_every=3"]
+    single = load_run_config(None, common + ["train.accum_steps=2", "train.max_steps=6"])
+    Trainer(single, tmp_path / "single", progress=False).fit()
+
+    (tmp_path / "nodes").mkdir()
+    shutil.copy(tmp_path / "single" / "tokenizer.model", tmp_path / "nodes")
+    two_nodes(common + ["train.max_steps=3"], tmp_path / "nodes", free_port())  # stopped ...
+    store = tmp_path / "nodes" / "store"
+    written = (store / "train" / "meta.json").stat().st_mtime_ns
+    outputs = two_nodes(common + ["train.max_steps=6"], tmp_path / "nodes", free_port())
+
+    a, b = last_weights(tmp_path / "single"), last_weights(tmp_path / "nodes")
+    for k in a:
+        assert_close_to_scale(b[k], a[k], msg=k)
+    summaries = [out for out, _ in outputs if out.strip()]
+    assert len(summaries) == 1 and json.loads(summaries[0])["step"] == 6  # global rank 0 only
+    records = [json.loads(line) for line in (tmp_path / "nodes" / "metrics.jsonl").open()]
+    assert [r["step"] for r in records if r.get("event") == "resume"] == [3]
+    # one store per split, written by global rank 0 alone, and reused on resume
+    assert sorted(p.name for p in store.iterdir()) == ["train", "valid"]
+    assert (store / "train" / "meta.json").stat().st_mtime_ns == written

@@ -90,3 +90,28 @@ def test_generate_refuses_a_translation_model(tmp_path, capsys):
     CT.train(["abc"]).save(tmp_path)
     assert main(["generate", str(tmp_path), "--prompt", "a"]) == 2
     assert "needs a decoder-only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_the_stream_store_holds_the_text_line_by_line(text_corpus, tmp_path, kind):
+    from aiayn.data import lm
+
+    tokenizer = lm.train_tokenizer(text_corpus, kind, 300)
+    stream = lm.load_stream(text_corpus, "train", tokenizer, tmp_path / "store", "sha")
+    newline = tokenizer.encode(["\n"])[0]
+    expected = [t for line in TEXT.splitlines() for t in tokenizer.encode([line])[0] + newline]
+    assert stream.ids.tolist() == expected
+    again = lm.load_stream(text_corpus, "train", tokenizer, tmp_path / "store", "sha")
+    assert again._keep[0].meta == stream._keep[0].meta  # reused, not written again
+    batches = stream.batches(block_size=10, max_tokens=40, seed=1, epoch=0)
+    starts = set()
+    for i in range(len(batches)):
+        b = batches[i]
+        assert batches.n_tokens(i) == b.targets.numel()
+        assert torch.equal(b.targets[:, :-1], b.inputs[:, 1:])  # shifted by one
+        starts |= {tuple(row[:3]) for row in b.inputs.tolist()}
+    assert len(starts) > 1
+    half = batches[: len(batches) // 2]
+    assert [half[i].inputs.tolist() for i in range(len(half))] == [
+        batches[i].inputs.tolist() for i in range(len(half))
+    ]

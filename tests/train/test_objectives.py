@@ -90,3 +90,53 @@ def test_cosine_schedule_warms_up_then_decays_to_zero():
     assert_close_to_scale(got, [5e-4, 1e-3, 5e-4, 0.0, 0.0], rel=1e-12)
     lrs = [cosine_lr(s, 100, 1100, 1e-3) for s in range(100, 1101)]
     assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))
+
+
+def batch_and_model(family):
+    from aiayn import ModelConfig
+    from aiayn.data.batching import Batch, TokenBatch
+    from aiayn.model import build_model
+
+    config = ModelConfig.preset(
+        "tiny", dropout=0.0, embedding_dropout=0.0, family=family, vocab_size=2000
+    )
+    model = build_model(config)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(5, config.vocab_size, (4, 9), generator=g)
+    tokens[1, 6:] = PAD
+    if family == "decoder-only":
+        return model, TokenBatch(tokens[:, :-1], tokens[:, 1:])
+    return model, Batch(tokens, tokens[:, :-1], tokens[:, 1:], list(range(4)))
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only"])
+def test_the_loss_unembedded_in_chunks_equals_the_loss_at_once(monkeypatch, family):
+    from aiayn.train import objectives
+
+    model, batch = batch_and_model(family)
+    loss_fn = objectives.seq2seq_loss if family == "encoder-decoder" else objectives.causal_lm_loss
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: saved.append(t.numel()) or t, lambda t: t
+        ):
+            loss, nll, n = loss_fn(model, batch, 0.1, PAD)
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+        return loss.detach(), nll, n, grads, max(saved)
+
+    whole = run()
+    vocab = model.unembed.out_features
+    monkeypatch.setattr(objectives, "LOSS_CHUNK_LOGITS", 5 * vocab)  # chunks of 5 rows
+    chunked = run()
+    assert whole[2] == chunked[2] > 5
+    assert_close_to_scale(chunked[0], whole[0])
+    assert_close_to_scale(chunked[1], whole[1])
+    for k, g in whole[3].items():
+        assert_close_to_scale(chunked[3][k], g, msg=k)
+    # no tensor of the whole batch's logits is kept for the backward pass, only a chunk's
+    assert whole[4] >= whole[2] * vocab and chunked[4] < whole[2] * vocab
+    with torch.no_grad():  # evaluation: the same sum, chunked without checkpoints
+        assert_close_to_scale(loss_fn(model, batch, 0.0, PAD)[1], whole[1])

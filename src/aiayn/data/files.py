@@ -257,16 +257,29 @@ def read_tsv(path: Path) -> list[Pair]:
     A non-blank line without exactly one tab raises ValueError naming the file and
     line; blank lines and pairs with an empty side are dropped with a warning.
     """
-    pairs, numbers = [], []
-    for number, line in enumerate(read_lines(path), start=1):
-        if line.strip() and line.count("\t") != 1:
-            raise UserError(
-                f"{path}, line {number}: expected exactly one tab, found {line.count(chr(9))}"
-            )
-        src, _, tgt = line.partition("\t")
-        pairs.append((src.strip(), tgt.strip()))
-        numbers.append(number)
-    return _drop_empty(pairs, numbers, str(path))
+    return [pair for chunk in iter_tsv(path) for pair in chunk]
+
+
+def iter_tsv(path: Path, chunk_bytes: int = 1 << 24) -> Iterator[list[Pair]]:
+    """Streaming ``read_tsv``: lists of pairs, one warning at the end for the dropped ones."""
+    number, empty = 0, _LineNumbers()
+    for lines in iter_line_chunks(path, chunk_bytes):
+        pairs, dropped = [], []
+        for line in lines:
+            number += 1
+            if line.strip() and line.count("\t") != 1:
+                raise UserError(
+                    f"{path}, line {number}: expected exactly one tab, found {line.count(chr(9))}"
+                )
+            src, _, tgt = line.partition("\t")
+            src, tgt = src.strip(), tgt.strip()
+            if src and tgt:
+                pairs.append((src, tgt))
+            else:
+                dropped.append(number)
+        empty.add(dropped)
+        yield pairs
+    _warn_empty(empty, str(path))
 
 
 def read_jsonl(path: Path, src_lang: str, tgt_lang: str) -> list[Pair]:
@@ -277,40 +290,66 @@ def read_jsonl(path: Path, src_lang: str, tgt_lang: str) -> list[Pair]:
     JSON, or lacks a language, raises ValueError naming the file, the line and the fields it
     has; blank lines and pairs with an empty side are dropped with a warning.
     """
-    pairs, numbers, broken = [], [], []
-    for number, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            pairs.append(("", ""))
-            numbers.append(number)
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}, line {number}: not JSON ({e.msg})") from None
-        if not isinstance(record, dict):
-            raise UserError(f"{path}, line {number}: expected a JSON object")
-        fields = record.get("translation", record)
-        if not isinstance(fields, dict):
-            raise UserError(f"{path}, line {number}: 'translation' is not an object")
-        for lang in (src_lang, tgt_lang):
-            if not isinstance(fields.get(lang), str):
-                raise UserError(
-                    f"{path}, line {number}: no text for language {lang!r} "
-                    f"(fields: {', '.join(sorted(map(str, fields))) or 'none'})"
-                )
-        src, tgt = (fields[lang] for lang in (src_lang, tgt_lang))
-        if _LINE_BREAK.search(src + tgt):  # one sentence is one line of the corpus files
-            broken.append(number)
-            src, tgt = _LINE_BREAK.sub(" ", src), _LINE_BREAK.sub(" ", tgt)
-        pairs.append((src.strip(), tgt.strip()))
-        numbers.append(number)
-    if broken:
+    return [pair for chunk in iter_jsonl(path, src_lang, tgt_lang) for pair in chunk]
+
+
+def iter_jsonl(
+    path: Path, src_lang: str, tgt_lang: str, chunk_bytes: int = 1 << 24
+) -> Iterator[list[Pair]]:
+    """Streaming ``read_jsonl``: lists of pairs, the warnings at the end."""
+    number, empty, broken = 0, _LineNumbers(), _LineNumbers()
+    for lines in iter_line_chunks(path, chunk_bytes):
+        pairs, dropped, breaks = [], [], []
+        for line in lines:
+            number += 1
+            if not line.strip():
+                dropped.append(number)
+                continue
+            src, tgt = _json_pair(path, number, line, src_lang, tgt_lang)
+            if _LINE_BREAK.search(src + tgt):  # one sentence is one line of the corpus files
+                breaks.append(number)
+                src, tgt = _LINE_BREAK.sub(" ", src), _LINE_BREAK.sub(" ", tgt)
+            src, tgt = src.strip(), tgt.strip()
+            if src and tgt:
+                pairs.append((src, tgt))
+            else:
+                dropped.append(number)
+        empty.add(dropped)
+        broken.add(breaks)
+        yield pairs
+    if broken.count:
         warnings.warn(
-            f"{path}: {len(broken)} text(s) hold a line break, read as a space (line "
-            f"{_shown(broken)})",
+            f"{path}: {broken.count} text(s) hold a line break, read as a space (line {broken})",
             stacklevel=2,
         )
-    return _drop_empty(pairs, numbers, str(path))
+    _warn_empty(empty, str(path))
+
+
+def _json_pair(path: Path, number: int, line: str, src_lang: str, tgt_lang: str) -> Pair:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}, line {number}: not JSON ({e.msg})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}, line {number}: expected a JSON object")
+    fields = record.get("translation", record)
+    if not isinstance(fields, dict):
+        raise UserError(f"{path}, line {number}: 'translation' is not an object")
+    for lang in (src_lang, tgt_lang):
+        if not isinstance(fields.get(lang), str):
+            raise UserError(
+                f"{path}, line {number}: no text for language {lang!r} "
+                f"(fields: {', '.join(sorted(map(str, fields))) or 'none'})"
+            )
+    return fields[src_lang], fields[tgt_lang]
+
+
+def _warn_empty(empty: _LineNumbers, where: str) -> None:
+    if empty.count:
+        warnings.warn(
+            f"dropped {empty.count} line(s) with an empty side in {where} (line {empty})",
+            stacklevel=3,
+        )
 
 
 def load_split(

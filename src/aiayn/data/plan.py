@@ -208,7 +208,9 @@ class EpochBatches(Sequence):
                 seqs[f].append(s.store.ids[f][off[j] : off[j + 1]])
         labels = None
         if sources and sources[0].store.labels is not None:
-            labels = np.asarray([s.store.labels[j] for s, j in zip(sources, idx.tolist())])
+            labels = np.asarray(
+                [s.store.labels[j] for s, j in zip(sources, idx.tolist(), strict=True)]
+            )
         ids = [s.first + j for s, j in zip(sources, idx.tolist(), strict=True)]
         return seqs, labels, ids
 

@@ -42,10 +42,12 @@ class DecoderOnly(nn.Module):
         state: DecoderState | None = None,
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
+        logits: bool = True,
     ) -> Tensor:
         """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only;
         (n, V) for the positions of ``select`` (B, T) only. The last step is the unembedding
-        (Phuong & Hutter 2022, Algorithm 7, softmax left out)."""
+        (Phuong & Hutter 2022, Algorithm 7, softmax left out); ``logits=False`` stops before
+        it, returning the states (as ``EncoderDecoder.decode``)."""
         pad = self.config.pad_id
         if state is None:
             offset, mask = 0, masks.causal_padding_mask(tokens, pad)  # (B, 1, T, T)
@@ -55,4 +57,5 @@ class DecoderOnly(nn.Module):
             caches = state.self_caches
         weights = attention.setdefault("decoder", []) if attention is not None else None
         x = self.decoder(self.embed(tokens, offset), mask, caches, weights)  # (B, T, D)
-        return self.unembed(selected(x, select))  # (B, T, V) or (n, V)
+        x = selected(x, select)  # (B, T, D) or (n, D)
+        return self.unembed(x) if logits else x  # (B, T, V) or (n, V)

@@ -76,6 +76,7 @@ class EncoderDecoder(nn.Module):
         state: DecoderState | None = None,
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
+        logits: bool = True,
     ) -> Tensor:
         """Target tokens (B, T) and memory (B, S, D) to next-token logits (B, T, V).
 
@@ -83,7 +84,9 @@ class EncoderDecoder(nn.Module):
         come from the cache; ``src_mask`` defaults to the state's. With ``select`` (bool, B, T)
         only the selected positions are unembedded: logits (n, V), in row-major order. The
         unembedding is Phuong & Hutter 2022, Algorithm 7 without its softmax (left to the
-        loss or the decoder), its weights tied to the embedding by default (§3.4).
+        loss or the decoder), its weights tied to the embedding by default (§3.4). With
+        ``logits=False``, the decoder's states (B, T, D) or (n, D) before it: a loss that
+        unembeds them a chunk at a time (``aiayn.train.objectives.unembedded_loss``).
         """
         pad = self.config.pad_id
         if state is None:
@@ -93,7 +96,8 @@ class EncoderDecoder(nn.Module):
             src_mask = state.memory_mask if src_mask is None else src_mask
         x = self.tgt_embed(tgt, offset)  # (B, T, D)
         x = self.decoder(x, memory, self_mask, src_mask, state, attention)  # (B, T, D)
-        return self.unembed(selected(x, select))  # (B, T, V) or (n, V)
+        x = selected(x, select)  # (B, T, D) or (n, D)
+        return self.unembed(x) if logits else x  # (B, T, V) or (n, V)
 
     def forward(
         self,
@@ -101,8 +105,10 @@ class EncoderDecoder(nn.Module):
         tgt: Tensor,
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
+        logits: bool = True,
     ) -> Tensor:
         """Teacher-forced logits (B, T, V) for target inputs ``tgt`` (B, T) given ``src`` (B, S);
-        (n, V) for the positions of ``select`` (B, T) only (training skips padding)."""
+        (n, V) for the positions of ``select`` (B, T) only (training skips padding); the
+        states before the unembedding with ``logits=False``."""
         memory, src_mask = self.encode(src, attention)
-        return self.decode(tgt, memory, src_mask, attention=attention, select=select)
+        return self.decode(tgt, memory, src_mask, attention=attention, select=select, logits=logits)

@@ -7,6 +7,7 @@ from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 
 def label_smoothed_nll(
@@ -47,18 +48,53 @@ def label_smoothed_nll(
     return loss.sum(), nll.sum().detach(), tgt.numel()
 
 
+LOSS_CHUNK_LOGITS = 1 << 23  # logits unembedded at a time: 32 MB in float32
+
+
+def unembedded_loss(
+    unembed, states: Tensor, target: Tensor, smoothing: float, pad_id: int
+) -> tuple[Tensor, Tensor, int]:
+    """``label_smoothed_nll`` of ``unembed(states)``, ``LOSS_CHUNK_LOGITS`` logits at a time.
+
+    The logits of a batch are its largest tensors (n x V: 3,600 targets x 37,000 classes are
+    530 MB in float32, and the softmax, its gradient and the logits' gradient as much again),
+    so the rows are unembedded in chunks, and in training each chunk runs under
+    ``torch.utils.checkpoint``: its logits are recomputed in the backward pass instead of
+    kept, and one chunk's are alive at a time. The loss is the same sum, added up in chunks;
+    the price is one more forward pass of the unembedding. ``states`` (n, D), ``target`` (n,).
+    """
+    rows = max(LOSS_CHUNK_LOGITS // unembed.out_features, 1)
+    n = states.size(0)
+    if n <= rows:
+        return label_smoothed_nll(unembed(states), target, smoothing, pad_id, selected=True)
+
+    def chunk(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        loss, nll, _ = label_smoothed_nll(unembed(x), y, smoothing, pad_id, selected=True)
+        return loss, nll
+
+    loss = nll = states.new_zeros((), dtype=torch.float32)
+    for i in range(0, n, rows):
+        x, y = states[i : i + rows], target[i : i + rows]  # (r, D), (r,)
+        if torch.is_grad_enabled() and x.requires_grad:
+            part, part_nll = checkpoint(chunk, x, y, use_reentrant=False)
+        else:
+            part, part_nll = chunk(x, y)
+        loss, nll = loss + part, nll + part_nll
+    return loss, nll.detach(), n
+
+
 def seq2seq_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
     """Teacher-forced loss of an encoder-decoder on a ``Batch`` (Phuong & Hutter Algorithm 11)."""
     keep = batch.tgt_out != pad_id  # (B, T)
-    logits = model(batch.src, batch.tgt_in, select=keep)  # (n, V)
-    return label_smoothed_nll(logits, batch.tgt_out[keep], smoothing, pad_id, selected=True)
+    states = model(batch.src, batch.tgt_in, select=keep, logits=False)  # (n, D)
+    return unembedded_loss(model.unembed, states, batch.tgt_out[keep], smoothing, pad_id)
 
 
 def causal_lm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
     """Next-token loss of a decoder-only model (Phuong & Hutter 2022, Algorithm 13)."""
     keep = batch.targets != pad_id  # (B, T)
-    logits = model(batch.inputs, select=keep)  # (n, V)
-    return label_smoothed_nll(logits, batch.targets[keep], smoothing, pad_id, selected=True)
+    states = model(batch.inputs, select=keep, logits=False)  # (n, D)
+    return unembedded_loss(model.unembed, states, batch.targets[keep], smoothing, pad_id)
 
 
 @torch.no_grad()
