@@ -222,6 +222,30 @@ def data_scale(results: Path) -> str:
         "2 ranks: RSS MB each",
         "data wait",
     ]
+    extrapolated = 36_000_000  # WMT14 English-French
+    if len(records) > 1 and records[-1]["pairs"] < extrapolated:
+        a, b = records[-2], records[-1]
+
+        def at(get) -> float:  # the line through the two largest measured sizes
+            slope = (get(b) - get(a)) / (b["pairs"] - a["pairs"])
+            return get(b) + slope * (extrapolated - b["pairs"])
+
+        store_mb = at(lambda r: r["store"]["bytes"]) / 1e6
+        rows.append(
+            [
+                f"{num(extrapolated)} (extrapolated)",
+                num(at(lambda r: r["tokenizer"]["wall_s"])),
+                num(at(lambda r: r["tokenizer"]["peak_rss_mb"])),
+                num(at(lambda r: r["encoding"]["wall_s"])),
+                num(at(lambda r: r["encoding"]["peak_rss_mb"])),
+                f"{store_mb:,.0f}",
+                num(at(lambda r: r["train_1"]["first_step_s"]), 1),
+                num(at(lambda r: r["train_1"]["peak_rss_mb"])),
+                num(at(lambda r: r.get("data_rss_mb") or 0)),
+                "",
+                "",
+            ]
+        )
     growth = ""
     if len(records) > 1:
         a, b = records[0], records[-1]
@@ -247,13 +271,21 @@ def data_scale(results: Path) -> str:
     )
     return (
         provenance(records[-1], "bench/scale.py")
-        + f"\n\nConfig `{records[-1].get('config')}`, batches of "
-        + f"{num(records[-1].get('max_tokens'))} tokens; peak RSS from `/usr/bin/time -v` "
+        + f"\n\nConfig `{records[-1].get('config')}`"
+        + "".join(f", `{o}`" for o in records[-1].get("overrides", []))
+        + f", batches of {num(records[-1].get('max_tokens'))} tokens; peak RSS from "
+        + "`/usr/bin/time -v` "
         + "(each torchrun rank's from /proc)."
         + note
         + "\n\n"
         + table(header, rows, set(range(11)))
         + growth
+        + (
+            " The 36M row (WMT14 English-French) continues the line through the two largest "
+            "measured sizes; it was not run."
+            if len(records) > 1
+            else ""
+        )
     )
 
 

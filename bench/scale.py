@@ -1,6 +1,7 @@
 """Memory and time of the data path against the corpus size: tokenizer, token store, training.
 
-    python bench/scale.py --pairs 250000,1000000,4500000
+    python bench/scale.py --pairs 250000,1000000,4500000 --ranks 1,2 \
+        --set train.activation_checkpointing=true
     python bench/scale.py --pairs 1000000 --ranks 2           # two torchrun processes too
     python bench/scale.py --corpus data/my-corpus --pairs 0   # the user's prepared corpus
 
@@ -176,10 +177,13 @@ def run_size(args, corpus: Path, pairs: int, env: dict) -> dict:
         f"train.checkpoint_every={10 * args.steps}",
         "train.average_last=0",
         "train.threads=" + str(args.threads),
+        *args.set,
     ]
     flags = [x for s in sets for x in ("--set", s)]
     aiayn = [sys.executable, "-m", "aiayn.cli"]
     record: dict = {"pairs": pairs, "config": args.config, "max_tokens": args.max_tokens}
+    if args.set:
+        record["overrides"] = args.set
 
     code = (
         "import sys; from pathlib import Path; from aiayn.config import load_run_config;"
@@ -234,6 +238,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="train.threads (0: torch's default)")
     p.add_argument("--work", default="/tmp/aiayn-scale")
     p.add_argument("--no-baseline", action="store_true")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="config overrides"
+    )
     args = p.parse_args()
     args.ranks = [int(r) for r in args.ranks.split(",")]
     work = Path(args.work)

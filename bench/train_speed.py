@@ -54,7 +54,7 @@ def ding_batches(max_tokens: int, n: int) -> list:
     """``n`` length-grouped token batches of the Ding training split (4k shared BPE)."""
     data = DataConfig(corpus="data/ding-de-en", vocab_size=4000, max_len=96)
     split = encode_split(data, train_tokenizer(data), "train", filter_long=True)
-    return split.batches(max_tokens, seed=1, epoch=0)[:n]
+    return list(split.batches(max_tokens, seed=1, epoch=0)[:n])  # collated once
 
 
 def loss_of(model, batch):

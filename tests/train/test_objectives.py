@@ -92,13 +92,13 @@ def test_cosine_schedule_warms_up_then_decays_to_zero():
     assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))
 
 
-def batch_and_model(family):
+def batch_and_model(family, vocab_size=2000):
     from aiayn import ModelConfig
     from aiayn.data.batching import Batch, TokenBatch
     from aiayn.model import build_model
 
     config = ModelConfig.preset(
-        "tiny", dropout=0.0, embedding_dropout=0.0, family=family, vocab_size=2000
+        "tiny", dropout=0.0, embedding_dropout=0.0, family=family, vocab_size=vocab_size
     )
     model = build_model(config)
     g = torch.Generator().manual_seed(1)
@@ -140,3 +140,36 @@ def test_the_loss_unembedded_in_chunks_equals_the_loss_at_once(monkeypatch, fami
     assert whole[4] >= whole[2] * vocab and chunked[4] < whole[2] * vocab
     with torch.no_grad():  # evaluation: the same sum, chunked without checkpoints
         assert_close_to_scale(loss_fn(model, batch, 0.0, PAD)[1], whole[1])
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only"])
+def test_activation_checkpointing_gives_the_same_gradients_and_keeps_less(family):
+    from aiayn.model.stacks import set_activation_checkpointing
+    from aiayn.train import objectives
+
+    model, batch = batch_and_model(family, vocab_size=64)
+    model.train()  # dropout on: the recomputed pass must draw the same masks
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.3
+    loss_fn = objectives.seq2seq_loss if family == "encoder-decoder" else objectives.causal_lm_loss
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        saved = []
+        torch.manual_seed(5)
+        hooks = (lambda t: saved.append(t.numel() * t.element_size()) or t, lambda t: t)
+        with torch.autograd.graph.saved_tensors_hooks(*hooks):
+            loss, _, _ = loss_fn(model, batch, 0.1, PAD)
+        loss.backward()
+        return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters()}, sum(saved)
+
+    plain = run()
+    set_activation_checkpointing(model)
+    again = run()
+    assert_close_to_scale(again[0], plain[0])
+    for k, g in plain[1].items():
+        assert_close_to_scale(again[1][k], g, msg=k)
+    assert again[2] < 0.5 * plain[2]  # the layers' inputs alone are kept
+    set_activation_checkpointing(model, False)
+    assert run()[2] == plain[2]

@@ -103,6 +103,9 @@ class TrainConfig:
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda
     precision: str = "auto"  # auto (bf16/fp16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16
     compile: bool = False  # torch.compile the model for training (opt-in)
+    # keep each layer's input only and recompute its activations in the backward pass:
+    # activation memory of one layer instead of all, for one more forward pass
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "accum_steps", "warmup", "max_epochs", "seed"):
@@ -118,6 +121,11 @@ class TrainConfig:
         _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         if not isinstance(self.compile, bool):
             raise ValueError(f"train.compile must be true or false, got {self.compile!r}")
+        if not isinstance(self.activation_checkpointing, bool):
+            raise ValueError(
+                "train.activation_checkpointing must be true or false, got "
+                f"{self.activation_checkpointing!r}"
+            )
         _check_float("train.beta1", self.beta1, 0.0, 1.0, high_open=True)
         _check_float("train.beta2", self.beta2, 0.0, 1.0, high_open=True)
         _check_float("train.eps", self.eps, 0.0, 1.0)

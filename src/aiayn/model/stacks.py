@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from aiayn.config import ModelConfig
 from aiayn.model import masks
@@ -100,8 +101,26 @@ class Embedder(nn.Module):
         return self.dropout(x) if self.training else x  # (B, T, D)
 
 
+def checkpointed(module: nn.Module, training_pass: bool) -> bool:
+    """Whether ``module`` (a stack) recomputes its layers' activations in this pass: when
+    ``set_activation_checkpointing`` turned it on and gradients are being recorded."""
+    return module.activation_checkpointing and training_pass and torch.is_grad_enabled()
+
+
+def set_activation_checkpointing(model: nn.Module, on: bool = True) -> None:
+    """Every layer stack of ``model`` keeps only its layers' inputs for the backward pass and
+    recomputes each layer's activations there (``torch.utils.checkpoint``; dropout draws the
+    same masks again): activation memory of one layer instead of all, for one more forward
+    pass of the stacks. Gradients are those of the plain pass."""
+    for module in model.modules():
+        if isinstance(module, (Encoder, Decoder)):
+            module.activation_checkpointing = on
+
+
 class Encoder(nn.Module):
     """A stack of ``EncoderLayer``; pre-LN stacks end with a final LayerNorm."""
+
+    activation_checkpointing = False
 
     def __init__(self, config: ModelConfig, n_layers: int) -> None:
         super().__init__()
@@ -120,7 +139,11 @@ class Encoder(nn.Module):
         packing = self._packing(x, mask, caches, weights)
         if packing is not None:  # position-wise layers skip the padding
             x = packing.pack(x)  # (n, D)
+        recompute = checkpointed(self, caches is None and weights is None and packing is None)
         for i, layer in enumerate(self.layers):
+            if recompute:
+                x = checkpoint(lambda x, layer=layer: layer(x, mask)[0], x, use_reentrant=False)
+                continue
             cache = caches[i] if caches is not None else None
             x, w = layer(x, mask, cache=cache, need_weights=weights is not None, packing=packing)
             if weights is not None:
@@ -148,6 +171,8 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """A stack of ``DecoderLayer``; pre-LN stacks end with a final LayerNorm."""
 
+    activation_checkpointing = False
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         n = config.n_decoder_layers
@@ -165,6 +190,14 @@ class Decoder(nn.Module):
         state: DecoderState | None = None,
         attention: AttentionRecord | None = None,
     ) -> Tensor:
+        if checkpointed(self, state is None and attention is None):
+            for layer in self.layers:
+
+                def run(x, memory, layer=layer):
+                    return layer(x, memory, self_mask, memory_mask)[0]
+
+                x = checkpoint(run, x, memory, use_reentrant=False)
+            return self.norm(x) if self.norm is not None else x  # (B, T, D)
         for i, layer in enumerate(self.layers):
             x, w = layer(
                 x,

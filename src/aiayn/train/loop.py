@@ -43,6 +43,7 @@ from aiayn.data.tokenizer import (
 )
 from aiayn.errors import TrainingInterrupted, UserError
 from aiayn.model import build_model
+from aiayn.model.stacks import set_activation_checkpointing
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import distributed as ddp
@@ -152,6 +153,7 @@ class Trainer:
             raise UserError(f"{run.data.corpus}: the valid split is empty; validation needs text")
 
         self.model = build_model(self.model_config).to(self.ctx.device)
+        set_activation_checkpointing(self.model, tc.activation_checkpointing)
         if self.ctx.rank:  # same initial weights everywhere, different dropout masks
             torch.manual_seed(tc.seed + self.ctx.rank)
         # shapes vary from batch to batch: compile once for dynamic shapes
