@@ -63,8 +63,11 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
-    """A safetensors file whose bytes depend only on the tensors and metadata.
+def safetensors_parts(
+    tensors: dict[str, torch.Tensor], metadata: dict[str, str]
+) -> tuple[bytes, memoryview]:
+    """A safetensors file whose bytes depend only on the tensors and metadata, as its header
+    and a view of its tensor data (written one after the other; no copy of the weights).
 
     The safetensors writer stores the metadata from a hash map, in an order that changes
     between processes; the header is rewritten with its keys sorted (tensor data untouched).
@@ -75,7 +78,13 @@ def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]
     header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)  # keep the data 8-byte aligned, as the writer does
-    return len(text).to_bytes(8, "little") + text + data[8 + n :]
+    return len(text).to_bytes(8, "little") + text, memoryview(data)[8 + n :]
+
+
+def _write_parts(path: Path, parts) -> None:
+    with open(path, "wb") as f:
+        for part in parts:
+            f.write(part)
 
 
 def untied_state_dict(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -117,9 +126,12 @@ def save_model_dir(
         CONFIG_METADATA_KEY: json.dumps(architecture, sort_keys=True),
         **(metadata or {}),
     }
-    data = safetensors_bytes(tensors, meta)
-    atomic_write(directory / WEIGHTS_FILE, lambda p: p.write_bytes(data))
-    digest = hashlib.sha256(data).hexdigest()
+    parts = safetensors_parts(tensors, meta)
+    atomic_write(directory / WEIGHTS_FILE, lambda p: _write_parts(p, parts))
+    sha = hashlib.sha256()
+    for part in parts:
+        sha.update(part)
+    digest = sha.hexdigest()
     config = {"model": model.config.to_dict(), HASH_KEY: {WEIGHTS_FILE: digest}}
     if getattr(model, "quantization", None):
         config["quantization"] = model.quantization
