@@ -218,7 +218,7 @@ def data_scale(results: Path) -> str:
         "store MB (x ids)",
         "to first step s",
         "train RSS MB",
-        "data's part MB",
+        "over baseline MB",
         "2 ranks: RSS MB each",
         "data wait",
     ]
@@ -264,8 +264,9 @@ def data_scale(results: Path) -> str:
         )
     base = records[-1].get("baseline_train")
     note = (
-        f" The data's part is the training RSS less that of the same run on 1,000 pairs "
-        f"({num(base['peak_rss_mb'])} MB)."
+        f' "Over baseline" is the training RSS less that of the same run on '
+        f"{num(base.get('pairs', 20000))} pairs ({num(base['peak_rss_mb'])} MB): what the data "
+        "adds as the corpus grows."
         if base
         else ""
     )

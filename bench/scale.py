@@ -18,7 +18,8 @@ kept in --work between runs) goes through three processes, each under ``/usr/bin
 Each records wall time, peak RSS, the store's bytes on disk against its token count, the
 time from the command to the start of its first step (when metrics.jsonl gets step 1's
 line, less that step's own duration), and the share of step time spent waiting for batches. A ``baseline`` run trains the same model on a
-1,000-pair corpus, so that the data's part of the training RSS is the difference.
+20,000-pair corpus (batches as full as a large corpus's), so that what the data adds to the
+training RSS as the corpus grows is the difference.
 Appends one record per size to bench/results/scale.jsonl.
 """
 
@@ -41,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, write_result  # noqa: E402
 
 SOURCES = ("data/ding-de-en", "data/libreoffice-help-de-en")
+# the baseline's corpus: enough pairs that its batches are as full as a large corpus's
+BASELINE_PAIRS = 20_000
 GERMAN_WORDS = 23  # WMT14 English-German: ~23 German, ~29 English words a pair (the mean)
 
 
@@ -249,10 +252,13 @@ def main() -> None:
     sizes = [] if args.corpus else [int(n) for n in args.pairs.split(",") if int(n)]
     baseline = None
     if not args.no_baseline:
-        corpus = work / "corpus-1000"
-        write_corpus(corpus, 1000)
+        corpus = work / f"corpus-{BASELINE_PAIRS}"
+        write_corpus(corpus, BASELINE_PAIRS)
         base_args = argparse.Namespace(**{**vars(args), "ranks": [1]})
-        baseline = run_size(base_args, corpus, 1000, env)["train_1"]
+        baseline = {
+            "pairs": BASELINE_PAIRS,
+            **run_size(base_args, corpus, BASELINE_PAIRS, env)["train_1"],
+        }
         print(json.dumps({"baseline": baseline}), flush=True)
     jobs = [(Path(args.corpus), 0)] if args.corpus else []
     for n in sizes:

@@ -263,3 +263,23 @@ def test_streamed_pairs_equal_pairs_read_whole(corpus):
 
     a, b = corpus / "train.de.gz", corpus / "train.en.gz"
     assert [p for chunk in iter_parallel(a, b, 512) for p in chunk] == read_parallel(a, b)
+
+
+def rss_file_kb():
+    import re
+
+    status = open("/proc/self/status").read()
+    return int(re.search(r"RssFile:\s+(\d+)", status).group(1))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+def test_release_drops_the_pages_read_from_the_resident_set(tmp_path):
+    big = Chunk({"src": [[7] * 4_000_000], "tgt": [[8]]})  # 8 MB of uint16 ids
+    write_store(tmp_path / "s", {}, ("src", "tgt"), 300, [big])
+    store = open_store(tmp_path / "s", {})
+    before = rss_file_kb()
+    assert int(store.ids["src"].sum(dtype=np.int64)) == 28_000_000  # reads every page
+    read = rss_file_kb()
+    store.release()
+    assert read - before > 6_000 and read - rss_file_kb() > 6_000
+    assert int(store.ids["src"][-1]) == 7  # still readable after

@@ -37,6 +37,6 @@ def test_leaving_early_stops_the_thread_and_errors_reach_the_loop():
             return super().__getitem__(i)
 
     with pytest.raises(OSError, match="disk went away"):
-        with Prefetcher(Broken([[1], [2], [3]]), 0, 0, 1) as ahead:
+        with Prefetcher(Broken([Counted([1]), Counted([2]), Counted([3])]), 0, 0, 1) as ahead:
             list(ahead)
     assert not any(t.name == "aiayn-prefetch" for t in threading.enumerate())
