@@ -202,7 +202,8 @@ def data_scale(results: Path) -> str:
                 num(r["encoding"]["wall_s"]),
                 num(r["encoding"]["peak_rss_mb"]),
                 f"{r['store']['bytes'] / 1e6:,.0f} ({r['store']['ratio']:.3f}x)",
-                num(train["first_step_s"], 1),
+                num(train["first_step_s"], 1)
+                + (f" / {num(r['resume_1']['first_step_s'], 1)}" if "resume_1" in r else ""),
                 num(train["peak_rss_mb"]),
                 num(r.get("data_rss_mb")),
                 ", ".join(num(x) for x in two.get("rank_peak_rss_mb", [])) or "n/a",
@@ -216,7 +217,7 @@ def data_scale(results: Path) -> str:
         "encoding s",
         "encoding RSS MB",
         "store MB (x ids)",
-        "to first step s",
+        "to first step s (resumed)",
         "train RSS MB",
         "over baseline MB",
         "2 ranks: RSS MB each",

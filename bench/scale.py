@@ -12,8 +12,8 @@ kept in --work between runs) goes through three processes, each under ``/usr/bin
 * ``tokenizer``: the shared BPE (``data.vocab_size`` of --config) on its bounded sample;
 * ``encoding``: ``aiayn train --prepare-only``, which writes the token stores;
 * ``train``: ``aiayn train`` for --steps steps with the tokenizer and stores in place, the
-  base model at --max-tokens; with --ranks 2, under torchrun (each rank's peak RSS read from
-  /proc while it runs).
+  base model at --max-tokens, then resumed for one more step; with --ranks 2, under torchrun
+  (each rank's peak RSS read from /proc while it runs).
 
 Each records wall time, peak RSS, the store's bytes on disk against its token count, the
 time from the command to the start of its first step (when metrics.jsonl gets step 1's
@@ -97,9 +97,10 @@ def write_corpus(directory: Path, n_train: int, n_valid: int = 1000, seed: int =
     tmp.rename(directory)
 
 
-def timed(cmd: list[str], env: dict, watch: Path | None = None) -> dict:
+def timed(cmd: list[str], env: dict, watch: Path | None = None, skip: int = 0) -> dict:
     """Run ``cmd`` under /usr/bin/time -v: wall seconds, peak RSS (MB); with ``watch`` (a
-    metrics.jsonl), the seconds to its first training record, and the peak RSS of each
+    metrics.jsonl, of which the first ``skip`` lines are older), the seconds to the start of
+    its first training step, and the peak RSS of each
     process below the command (torchrun's ranks), read from /proc while they run."""
     time_log = Path(env["AIAYN_BENCH_TMP"]) / "time.log"
     start = time.perf_counter()
@@ -111,12 +112,16 @@ def timed(cmd: list[str], env: dict, watch: Path | None = None) -> dict:
         text=True,
     )
     first_step, peaks = None, {}
+    before = 0  # training records already in ``watch``
+    if watch is not None and watch.is_file():
+        before = sum('"loss"' in line for line in watch.read_text().splitlines()[:skip])
     while proc.poll() is None:
         if watch is not None and first_step is None and watch.is_file():
             lines = [line for line in watch.read_text().splitlines() if '"loss"' in line]
-            if lines:  # step 1 ended: it began its own duration (elapsed_s) before
-                step = json.loads(lines[0])
-                first_step = time.perf_counter() - start - step["elapsed_s"]
+            old = [json.loads(line)["elapsed_s"] for line in lines[:before]]
+            if len(lines) > before:  # the first step ended: it began its duration before
+                took = json.loads(lines[before])["elapsed_s"] - (old[-1] if old else 0.0)
+                first_step = time.perf_counter() - start - took
         for pid, name, hwm in _descendants(proc.pid):
             if "aiayn" in name and "torch.distributed.run" not in name:
                 peaks[pid] = max(peaks.get(pid, 0), hwm)
@@ -227,6 +232,14 @@ def run_size(args, corpus: Path, pairs: int, env: dict) -> dict:
         result = timed(cmd, env, watch=metrics)
         result["data_wait_share"] = wait_share(metrics)
         record[f"train_{ranks}"] = result
+        if ranks == 1:  # resumed from the last checkpoint for one more step
+            skip = len(metrics.read_text().splitlines())
+            more = [
+                x if x != f"train.max_steps={args.steps}" else f"train.max_steps={args.steps + 1}"
+                for x in flags
+            ]
+            cmd = [*launcher, "train", args.config, "--out", str(out), "--quiet", *more]
+            record["resume_1"] = timed(cmd, env, watch=metrics, skip=skip)
     return record
 
 
