@@ -57,13 +57,6 @@ def import_files(
             raise UserError(
                 f"--split {spec!r}: give two files (SRC,TGT), one TSV file or one .jsonl file"
             )
-    targets = [out / f"{name}.{lang}.gz" for name in readers for lang in (src_lang, tgt_lang)]
-    existing = [p.name for p in targets if p.exists()]
-    if existing and not force:
-        raise UserError(
-            f"{out} already holds {', '.join(existing)}; add --force to replace them "
-            "(or prepare into another --out)"
-        )
     old = read_json_object(out / "stats.json") if (out / "stats.json").is_file() else {}
     # every split is streamed into temporary files first: a bad line anywhere leaves --out
     # as it was; then they take their names
@@ -80,6 +73,12 @@ def import_files(
                     f"--split {spec!r}: no sentence pairs (every line is blank or has an empty "
                     "side)"
                 )
+        existing = [path.name for _, path in written if path.exists()]
+        if existing and not force:  # checked after reading: a bad file is named first
+            raise UserError(
+                f"{out} already holds {', '.join(existing)}; add --force to replace them "
+                "(or prepare into another --out)"
+            )
         for tmp, path in written:
             os.replace(tmp, path)
     finally:
