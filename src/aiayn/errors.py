@@ -102,6 +102,15 @@ def read_json_object(path: Path, what: str = "JSON file") -> dict:
     return data
 
 
+def fsync_directory(directory: Path) -> None:
+    """Make the renames inside ``directory`` durable (fsync of the directory itself)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, write) -> None:
     """Call ``write(tmp_path)``, fsync, then rename over ``path``: all or nothing.
 
@@ -122,11 +131,7 @@ def atomic_write(path: Path, write) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         tmp = None
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_directory(path.parent)
     except OSError as e:
         raise UserError(f"cannot write {path}: {_cause(e)}") from e
     except RuntimeError as e:  # torch.save reports a failed write as RuntimeError

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from torch import nn
 
-from aiayn.errors import UserError
+from aiayn.errors import UserError, fsync_directory
 from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, save_model_dir
 
 NEW_SUFFIX, OLD_SUFFIX = ".new-aiayn", ".old-aiayn"  # temporary siblings of a directory
@@ -89,7 +89,7 @@ def _swap_in(new: Path, out: Path) -> None:
         os.rename(out, old)
         os.rename(new, out)
         shutil.rmtree(old, ignore_errors=True)
-    _fsync_directory(out.parent)
+    fsync_directory(out.parent)
 
 
 def _clean_siblings(out: Path) -> None:
@@ -121,14 +121,6 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # the file system cannot
         return False
     raise OSError(code, os.strerror(code), str(b))
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def save_quantized(src: Path, out: Path, model: nn.Module, force: bool = False) -> None:

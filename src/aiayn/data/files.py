@@ -28,6 +28,7 @@ import re
 import warnings
 import zlib
 from collections.abc import Iterator
+from itertools import chain, islice, zip_longest
 from pathlib import Path
 
 from aiayn.errors import UserError, decode_utf8
@@ -173,35 +174,18 @@ def iter_parallel(
     """Streaming ``read_parallel``: lists of (source, target) pairs, both sides stripped,
     pairs with an empty side dropped (one warning at the end gives their line numbers), and
     a ``UserError`` naming both files when their line counts differ."""
-    src_chunks = iter_line_chunks(src_path, chunk_bytes)
-    tgt_chunks = iter_line_chunks(tgt_path, chunk_bytes)
-    src_buf: list[str] = []
-    tgt_buf: list[str] = []
+    src = chain.from_iterable(iter_line_chunks(src_path, chunk_bytes))
+    tgt = chain.from_iterable(iter_line_chunks(tgt_path, chunk_bytes))
+    lines = zip_longest(src, tgt)  # None past the end of the shorter file
     n_src = n_tgt = number = 0
     empty = _LineNumbers()
-    src_done = tgt_done = False
-    while True:
-        while not src_done and len(src_buf) <= len(tgt_buf):
-            more = next(src_chunks, None)
-            if more is None:
-                src_done = True
-            else:
-                src_buf += more
-                n_src += len(more)
-        while not tgt_done and len(tgt_buf) <= len(src_buf):
-            more = next(tgt_chunks, None)
-            if more is None:
-                tgt_done = True
-            else:
-                tgt_buf += more
-                n_tgt += len(more)
-        k = min(len(src_buf), len(tgt_buf))
-        if k == 0 and src_done and tgt_done:
-            break
-        if k == 0:
-            break  # one file ended first: the counts below differ
+    while block := list(islice(lines, 50_000)):
         pairs, dropped = [], []
-        for s, t in zip(src_buf[:k], tgt_buf[:k], strict=True):
+        for s, t in block:
+            n_src += s is not None
+            n_tgt += t is not None
+            if s is None or t is None:
+                continue  # the counts differ: read on to count them
             number += 1
             s, t = s.strip(), t.strip()
             if s and t:
@@ -209,12 +193,8 @@ def iter_parallel(
             else:
                 dropped.append(number)
         empty.add(dropped)
-        del src_buf[:k], tgt_buf[:k]
-        yield pairs
-    for rest in src_chunks:
-        n_src += len(rest)
-    for rest in tgt_chunks:
-        n_tgt += len(rest)
+        if n_src == n_tgt:
+            yield pairs
     if n_src != n_tgt:
         raise UserError(f"line counts differ: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}")
     if empty.count:

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aiayn.errors import fsync_directory
+
 FORMAT = "aiayn-token-store"
 VERSION = 1
 META = "meta.json"
@@ -164,7 +166,7 @@ class StoreWriter:
         if self.directory.exists():
             os.replace(self.directory, old)
         os.replace(self.tmp, self.directory)
-        _fsync_dir(self.directory.parent)
+        fsync_directory(self.directory.parent)
         shutil.rmtree(old, ignore_errors=True)
         return self.directory
 
@@ -188,14 +190,6 @@ class StoreWriter:
             if f is not None and not f.closed:
                 f.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_store(
