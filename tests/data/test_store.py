@@ -283,3 +283,22 @@ def test_release_drops_the_pages_read_from_the_resident_set(tmp_path):
     store.release()
     assert read - before > 6_000 and read - rss_file_kb() > 6_000
     assert int(store.ids["src"][-1]) == 7  # still readable after
+
+
+def test_read_ahead_yields_in_order_raises_errors_and_stops_its_thread():
+    import threading
+
+    from aiayn.data.parallel import read_ahead
+
+    assert list(read_ahead(iter(range(100)))) == list(range(100))
+
+    def broken():
+        yield 1
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError, match="disk went away"):
+        list(read_ahead(broken()))
+    early = read_ahead(iter(range(10**6)), depth=1)
+    assert next(early) == 0
+    early.close()
+    assert not any(t.name == "aiayn-read-ahead" for t in threading.enumerate())

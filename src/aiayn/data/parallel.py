@@ -9,8 +9,10 @@ tokenizer trains on a bounded sample of the training text, drawn while streaming
 
 from __future__ import annotations
 
+import queue
 import random
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -78,10 +80,48 @@ def train_tokenizer(config: DataConfig) -> Tokenizer:
     return Tokenizer.train(sample_texts(config), config.vocab_size)
 
 
+def read_ahead(items: Iterator, depth: int = 2) -> Iterator:
+    """``items``, produced by a background thread up to ``depth`` ahead: the files are read
+    and decoded while sentencepiece encodes the chunk before (it leaves the GIL)."""
+    done = object()
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        ready.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ready.put(done)
+        except BaseException as error:  # raised in the reading thread, re-raised here
+            ready.put(error)
+
+    thread = threading.Thread(target=produce, name="aiayn-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                ready.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.05)
+
+
 def encoded_chunks(tokenizer, pairs: Iterator[list[tuple[str, str]]]) -> Iterator[Chunk]:
     """``pairs`` encoded, ``CHUNK_PAIRS`` at a time (the target with the target tokenizer)."""
     buffer: list[tuple[str, str]] = []
-    for chunk in pairs:
+    for chunk in read_ahead(pairs):
         buffer += chunk
         while len(buffer) >= CHUNK_PAIRS:
             head, buffer = buffer[:CHUNK_PAIRS], buffer[CHUNK_PAIRS:]
