@@ -187,13 +187,21 @@ def training_speed(results: Path) -> str:
 
 def data_scale(results: Path) -> str:
     """The latest record of each corpus size, and how each figure grows with it."""
-    records = latest_by(load(results, "scale"), lambda r: (r["pairs"], r.get("config")))
+    every = load(results, "scale")
+    records = latest_by(every, lambda r: (r["pairs"], r.get("config")))
     records = sorted((r for r in records if r["pairs"]), key=lambda r: r["pairs"])
     if not records:
         return ""
+    base = next((r["baseline_train"] for r in reversed(every) if r.get("baseline_train")), None)
     rows = []
     for r in records:
         train, two = r["train_1"], r.get("train_2") or {}
+        if not two:  # two processes were not run this time: the latest run that had them
+            earlier = [x for x in every if x["pairs"] == r["pairs"] and x.get("train_2")]
+            two = earlier[-1]["train_2"] if earlier else {}
+        over = r.get("data_rss_mb")
+        if over is None and base is not None:
+            over = train["peak_rss_mb"] - base["peak_rss_mb"]
         rows.append(
             [
                 num(r["pairs"]),
@@ -205,7 +213,7 @@ def data_scale(results: Path) -> str:
                 num(train["first_step_s"], 1)
                 + (f" / {num(r['resume_1']['first_step_s'], 1)}" if "resume_1" in r else ""),
                 num(train["peak_rss_mb"]),
-                num(r.get("data_rss_mb")),
+                num(over),
                 ", ".join(num(x) for x in two.get("rank_peak_rss_mb", [])) or "n/a",
                 pct(train.get("data_wait_share")),
             ]
@@ -220,7 +228,7 @@ def data_scale(results: Path) -> str:
         "to first step s (resumed)",
         "train RSS MB",
         "over baseline MB",
-        "2 ranks: RSS MB each",
+        "2 ranks: RSS MB each*",
         "data wait",
     ]
     extrapolated = 36_000_000  # WMT14 English-French
@@ -263,7 +271,6 @@ def data_scale(results: Path) -> str:
             f"{rate(lambda r: r['train_1']['first_step_s'])}, training peak RSS "
             f"{rate(lambda r: r['train_1']['peak_rss_mb'])}."
         )
-    base = records[-1].get("baseline_train")
     note = (
         f' "Over baseline" is the training RSS less that of the same run on '
         f"{num(base.get('pairs', 20000))} pairs ({num(base['peak_rss_mb'])} MB): what the data "
@@ -271,8 +278,18 @@ def data_scale(results: Path) -> str:
         if base
         else ""
     )
+    runs = []  # each run of the script behind the rows, newest first
+    for r in reversed(records):
+        if (r.get("command"), r.get("commit")) not in [
+            (x.get("command"), x.get("commit")) for x in runs
+        ]:
+            runs.append(r)
     return (
-        provenance(records[-1], "bench/scale.py")
+        "\n\n".join(
+            f"Pairs {', '.join(num(x['pairs']) for x in records if (x.get('command'), x.get('commit')) == (r.get('command'), r.get('commit')))}:\n\n"
+            + provenance(r, "bench/scale.py")
+            for r in runs
+        )
         + f"\n\nConfig `{records[-1].get('config')}`"
         + "".join(f", `{o}`" for o in records[-1].get("overrides", []))
         + f", batches of {num(records[-1].get('max_tokens'))} tokens; peak RSS from "
@@ -281,6 +298,8 @@ def data_scale(results: Path) -> str:
         + note
         + "\n\n"
         + table(header, rows, set(range(11)))
+        + "\n\n\\* From the latest record of that size that ran two processes (all are in "
+        "bench/results/scale.jsonl)."
         + growth
         + (
             " The 36M row (WMT14 English-French) continues the line through the two largest "
