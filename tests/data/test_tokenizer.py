@@ -95,7 +95,9 @@ def test_any_string_encodes_or_is_a_user_error(tokenizer, text):
             text.encode("utf-8")
         return
     assert all(0 <= t < tokenizer.vocab_size for t in ids)
-    assert tokenizer.decode([ids])[0] == text
+    # exact, except U+2581 (sentencepiece's space mark), which reads as a space as
+    # Tokenizer.encode documents (hypothesis found the text "\u2581")
+    assert tokenizer.decode([ids])[0] == text.replace("\u2581", " ")
 
 
 @settings(max_examples=100, deadline=None)

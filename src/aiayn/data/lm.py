@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import torch
 
 from aiayn.data.batching import TokenBatch
 from aiayn.data.files import iter_line_chunks, read_text
-from aiayn.data.store import Chunk, input_key, open_store, write_store
+from aiayn.data.store import Chunk, input_key, open_or_write, write_store
 from aiayn.data.tokenizer import CharTokenizer, Tokenizer
 
 CHUNK_LINES = 20_000
@@ -83,15 +82,12 @@ def load_stream(
         keep = tempfile.TemporaryDirectory(prefix="aiayn-store-")
         root = Path(keep.name)
     key = stream_key(corpus, split, tokenizer_sha256)
-    directory = Path(root) / split
-    store = open_store(directory, key)
-    if store is None and write:
+
+    def write_text(directory: Path) -> None:
         chunks = _chunks(tokenizer, text_path(corpus, split))
         write_store(directory, key, ("text",), tokenizer.vocab_size, chunks)
-    while store is None:
-        store = open_store(directory, key)
-        if store is None:
-            time.sleep(0.5)
+
+    store = open_or_write(Path(root) / split, key, write_text, write)
     stream = TokenStream(store.ids["text"])
     stream._keep = (store, keep)
     return stream

@@ -13,20 +13,18 @@ import queue
 import random
 import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from aiayn.config import DataConfig
-from aiayn.data.batching import Batch
+from aiayn.data.batching import Batch, collate, shard
 from aiayn.data.files import iter_parallel, load_split
 from aiayn.data.plan import BucketPlan, EpochBatches, epoch_batches
-from aiayn.data.store import Chunk, TokenStore, input_key, open_store, write_store
-from aiayn.data.tokenizer import BOS, EOS, PAD, Tokenizer
+from aiayn.data.store import Chunk, TokenStore, input_key, open_or_write, write_store
+from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 
 CHUNK_PAIRS = 20_000  # pairs encoded at a time
@@ -147,27 +145,10 @@ def build_store(config: DataConfig, split: str, tokenizer, key: dict, directory:
 
 
 def collate_pairs(batches: EpochBatches, i: int) -> Batch:
-    """Batch i of an epoch, padded: source + eos, bos + target, target + eos (as ``collate``)."""
-    seqs, _, index = batches.read(i, ("src", "tgt"))
-    src, tgt = seqs["src"], seqs["tgt"]
-    return Batch(
-        _pad(src, tail=EOS), _pad(tgt, head=BOS), _pad(tgt, tail=EOS), index
-    )  # (B, S), (B, T), (B, T)
-
-
-def _pad(seqs: list[np.ndarray], head: int | None = None, tail: int | None = None):
-    extra = (head is not None) + (tail is not None)
-    width = max(len(s) for s in seqs) + extra
-    out = np.full((len(seqs), width), PAD, dtype=np.int64)
-    for row, s in enumerate(seqs):
-        start = 0
-        if head is not None:
-            out[row, 0] = head
-            start = 1
-        out[row, start : start + len(s)] = s
-        if tail is not None:
-            out[row, start + len(s)] = tail
-    return torch.from_numpy(out)
+    """Batch i of an epoch, padded by ``collate``: source + eos, bos + target, target + eos."""
+    seqs, index = batches.read(i, ("src", "tgt"))
+    pairs = [(s.tolist(), t.tolist()) for s, t in zip(seqs["src"], seqs["tgt"], strict=True)]
+    return collate(pairs, index)
 
 
 def target_tokens(store: TokenStore, index: np.ndarray) -> int:
@@ -218,10 +199,7 @@ class ParallelData:
         out = epoch_batches(
             self.plan, max_tokens, seed, epoch, shuffle, collate_pairs, target_tokens
         )
-        if world_size > 1:
-            n = len(out) // world_size * world_size
-            out = out[rank:n:world_size]
-        return out
+        return shard(out, rank, world_size) if world_size > 1 else out
 
 
 def encode_split(
@@ -247,15 +225,10 @@ def encode_split(
     stores = {}
     for name in names:
         key = split_key(config, name, tokenizer_sha256)
-        directory = Path(root) / name
-        store = open_store(directory, key)
-        if store is None and write:
-            build_store(config, name, tokenizer, key, directory)
-        while store is None:
-            store = open_store(directory, key)
-            if store is None:
-                time.sleep(0.5)  # another process is writing it
-        stores[name] = store
+        build = lambda directory, name=name, key=key: build_store(  # noqa: E731
+            config, name, tokenizer, key, directory
+        )
+        stores[name] = open_or_write(Path(root) / name, key, build, write)
     ordered = [stores[names[0]]] * (config.train_repeat if split == "train" else 1)
     ordered += [stores[n] for n in names[1:]]
     data = ParallelData(ordered, config.max_len, filter_long, config.corpus, split)

@@ -40,7 +40,7 @@ def cut_buckets(lengths: np.ndarray, counts: np.ndarray, max_tokens: int) -> np.
     example longer than ``max_tokens`` is a batch of its own.
     """
     starts, stops = [], []
-    begin, size, pos = 0, 0, 0  # the open batch: begins at ``begin`` and holds ``size``
+    begin, size = 0, 0  # the open batch: begins at ``begin`` and holds ``size``
     for length, count in zip(lengths.tolist(), counts.tolist(), strict=True):
         k = max(max_tokens // length, 1)  # the most examples of this length in one batch
         if size >= k:  # the open batch cannot take one more of this length
@@ -61,7 +61,6 @@ def cut_buckets(lengths: np.ndarray, counts: np.ndarray, max_tokens: int) -> np.
                 stops.extend((first + k).tolist())
                 begin += full * k
             size = left - full * k
-        pos += count
     if size:
         starts.append(begin)
         stops.append(begin + size)
@@ -196,9 +195,9 @@ class EpochBatches(Sequence):
         positions = np.arange(start, stop, dtype=np.int64)
         return self.plan.lookup(positions, self._perm if self.shuffle else None)
 
-    def read(self, i: int, fields: Sequence[str]) -> tuple[dict, np.ndarray | None, list[int]]:
-        """Batch i's token ids per field (a list of arrays each), class ids (or None) and
-        example ids (counted over all sources)."""
+    def read(self, i: int, fields: Sequence[str]) -> tuple[dict, list[int]]:
+        """Batch i's token ids per field (a list of arrays each) and its example ids (counted
+        over all sources)."""
         src, idx = self.examples(i)
         sources = [self.plan.sources[k] for k in src.tolist()]
         seqs = {f: [] for f in fields}
@@ -206,13 +205,8 @@ class EpochBatches(Sequence):
             for f in fields:
                 off = s.store.offsets[f]
                 seqs[f].append(s.store.ids[f][off[j] : off[j + 1]])
-        labels = None
-        if sources and sources[0].store.labels is not None:
-            labels = np.asarray(
-                [s.store.labels[j] for s, j in zip(sources, idx.tolist(), strict=True)]
-            )
         ids = [s.first + j for s, j in zip(sources, idx.tolist(), strict=True)]
-        return seqs, labels, ids
+        return seqs, ids
 
     def n_tokens(self, i: int) -> int:
         """Batch i's tokens that count towards the loss (``count_tokens(store, index)``)."""

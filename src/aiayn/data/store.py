@@ -12,11 +12,9 @@ them. A split's directory holds::
                         (uint32 when the field has fewer than 2**32 tokens, else int64)
     order.idx           the examples sorted by length, stably (int32, or int64 past 2**31):
                         the bucket of length L is one slice of it, listed in meta.json
-    labels.i32          (labelled texts) each example's class id
 
 A parallel corpus has the fields ``src`` and ``tgt``, and an example's length is its longest
-side plus the eos / bos ``collate`` adds; labelled texts have ``text`` (length + 1 for eos);
-running text has one example, the whole stream, in ``text``.
+side plus the eos / bos ``collate`` adds; running text has ``text``, one example a line.
 
 Writing streams: examples arrive in chunks, their ids are appended to the files, and only
 the lengths (4 bytes an example) stay in memory to sort at the end. The files go into a
@@ -35,7 +33,7 @@ import mmap
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -48,7 +46,6 @@ FORMAT = "aiayn-token-store"
 VERSION = 1
 META = "meta.json"
 ORDER = "order.idx"
-LABELS = "labels.i32"
 TMP_MARK = ".tmp-"
 
 
@@ -76,10 +73,9 @@ def input_key(paths: Iterable[Path], tokenizer_sha256: str, **extra) -> dict:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Encoded examples: per field, one id list an example; optional class ids."""
+    """Encoded examples: per field, one id list an example."""
 
     fields: dict[str, list[list[int]]]
-    labels: list[int] | None = None
 
 
 def _flat(seqs: list[list[int]], vocab_size: int, dtype: np.dtype):
@@ -105,7 +101,6 @@ class StoreWriter:
         self.tmp.mkdir()
         self.files = {f: open(self.tmp / f"{f}.ids", "wb") for f in fields}
         self.offset_files = {f: open(self.tmp / f"{f}.offsets", "wb") for f in fields}
-        self.label_file = None
         self.tokens = dict.fromkeys(fields, 0)
         for f in fields:
             self.offset_files[f].write(np.zeros(1, np.int64).tobytes())
@@ -121,20 +116,15 @@ class StoreWriter:
             self.offset_files[name].write(ends.astype(np.int64).tobytes())
             self.tokens[name] += int(flat.size)
             key = lengths if key is None else np.maximum(key, lengths)
-        if chunk.labels is not None:
-            if self.label_file is None:
-                self.label_file = open(self.tmp / LABELS, "wb")
-            self.label_file.write(np.asarray(chunk.labels, dtype="<i4").tobytes())
         self.lengths.append(np.minimum(key + 1, np.iinfo(np.uint32).max).astype(np.uint32))
         self.n += len(key)
 
     def commit(self) -> Path:
         """Sort by length, write ``meta.json``, fsync, and rename the store into place."""
-        for f in (*self.files.values(), *self.offset_files.values(), self.label_file):
-            if f is not None:
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
+        for f in (*self.files.values(), *self.offset_files.values()):
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
         offset_dtypes = {f: self._narrow_offsets(f) for f in self.fields}
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.uint32)
         order = np.argsort(lengths, kind="stable")  # a radix sort on integers
@@ -154,7 +144,6 @@ class StoreWriter:
                 for f in self.fields
             },
             "order_dtype": order.dtype.str,
-            "labels": self.label_file is not None,
             "buckets": [[int(v), int(c)] for v, c in zip(values, counts, strict=True)],
             "files": files,
         }
@@ -186,8 +175,8 @@ class StoreWriter:
         return "<u4"
 
     def abort(self) -> None:
-        for f in (*self.files.values(), *self.offset_files.values(), self.label_file):
-            if f is not None and not f.closed:
+        for f in (*self.files.values(), *self.offset_files.values()):
+            if not f.closed:
                 f.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -232,7 +221,6 @@ class TokenStore:
             for f, spec in meta["fields"].items()
         }
         self.order = self._map(ORDER, meta["order_dtype"])
-        self.labels = self._map(LABELS, "<i4") if meta.get("labels") else None
         buckets = np.asarray(meta["buckets"], dtype=np.int64).reshape(-1, 2)
         self.bucket_lengths, self.bucket_counts = buckets[:, 0], buckets[:, 1]
         self.bucket_starts = np.concatenate([[0], np.cumsum(self.bucket_counts)[:-1]])
@@ -290,8 +278,14 @@ def open_store(directory: Path, key: dict) -> TokenStore | None:
     return TokenStore(directory, meta)
 
 
-def wait_for_store(directory: Path, key: dict, poll: float = 0.5) -> Iterator[None]:
-    """Yield while another process writes the store (the caller decides how long to wait)."""
-    while open_store(directory, key) is None:
-        time.sleep(poll)
-        yield
+def open_or_write(directory: Path, key: dict, write, writer: bool) -> TokenStore:
+    """The store in ``directory`` made from ``key``. When it is missing or outdated, the
+    ``writer`` process writes it (``write(directory)``) and the others wait for it."""
+    store = open_store(directory, key)
+    if store is None and writer:
+        write(directory)
+    while store is None:
+        store = open_store(directory, key)
+        if store is None:
+            time.sleep(0.5)  # another process is writing it
+    return store
