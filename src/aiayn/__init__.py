@@ -4,6 +4,8 @@
 ``Classifier`` or ``Encoder`` (see ``aiayn.api``).
 """
 
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
+
 from aiayn.api import (
     Classification,
     Classifier,
@@ -19,7 +21,6 @@ from aiayn.api import (
 from aiayn.config import ModelConfig
 from aiayn.model import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
 
-__version__ = "0.1.0"
 __all__ = [
     "Classification",
     "Classifier",

@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 
+from aiayn import __version__
 from aiayn.cli import encode, generate, interop, model_tools, prepare, serve, train, translate
 from aiayn.errors import OptionError, TrainingInterrupted, UserError, describe_os_error
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The Transformer of 'Attention Is All You Need'.",
         debug_default=False,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
