@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import importlib.metadata
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -81,12 +82,25 @@ def run(argv, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
     return done
 
 
-def build(out: Path, *args: str) -> subprocess.CompletedProcess:
-    """``python -m build`` on the repository, every Python warning of the build backend an error
+def build(source: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m build`` on ``source``, every Python warning of the build backend an error
     (so the next setuptools deprecation fails here, not on a user's machine)."""
     env = {**os.environ, "PYTHONWARNINGS": "error"}
-    return run([sys.executable, "-W", "error", "-m", "build", *args, "--outdir", out, REPO_ROOT],
-               cwd=REPO_ROOT, env=env)  # fmt: skip
+    return run([sys.executable, "-W", "error", "-m", "build", *args, "--outdir", out, source],
+               cwd=source, env=env)  # fmt: skip
+
+
+def checkout(to: Path) -> Path:
+    """The repository's files as a clean checkout has them (tracked, and new files not ignored),
+    copied to ``to``: a wheel built there leaves no build/ directory in the repository."""
+    listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                 cwd=REPO_ROOT).stdout  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file() and not name.startswith(("models/", "data/", "bench/")):
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, to / name)
+    return to
 
 
 def wheel_record(wheel: Path) -> set[str]:
@@ -101,9 +115,12 @@ def wheel_record(wheel: Path) -> set[str]:
 def dists(tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("build")
     out = tmp_path_factory.mktemp("dist")
-    done = build(out / "both")  # the sdist, then the wheel built from the unpacked sdist
+    # the sdist, then the wheel built from the unpacked sdist: from the repository itself, where
+    # whatever lies around (runs, environments, weights) could leak into the sdist
+    done = build(REPO_ROOT, out / "both")
     assert "deprecat" not in (done.stdout + done.stderr).lower(), done.stderr
-    build(out / "tree", "--wheel")  # the wheel straight from the source tree
+    # the wheel straight from the source tree (a copy: a wheel build leaves build/ behind)
+    build(checkout(out / "tree-source"), out / "tree", "--wheel")
     return {
         "sdist": next((out / "both").glob("aiayn-*.tar.gz")),
         "wheel": next((out / "both").glob("aiayn-*.whl")),
