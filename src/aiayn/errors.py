@@ -16,9 +16,31 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+_debug = False  # set by the command line's --debug
+
+
+def debugging() -> bool:
+    """True under ``--debug`` or ``AIAYN_DEBUG=1``: tracebacks, and other libraries' own
+    warnings and progress bars, are shown."""
+    return _debug or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
+
+
+def set_debugging(on: bool) -> bool:
+    """Turn ``debugging`` on or off; returns the previous setting."""
+    global _debug
+    previous, _debug = _debug, on
+    return previous
+
+
+def note(message: str) -> None:
+    """One line on stderr about something done once on the user's behalf (a conversion
+    cached, where it went)."""
+    print(f"aiayn: {message}", file=sys.stderr, flush=True)
 
 
 class UserError(ValueError):

@@ -34,6 +34,7 @@ from aiayn.interop.ctranslate2 import (  # noqa: E402
     CTranslate2Engine,
     cache_key,
     cached_model,
+    conversion_inputs,
     weights_sha256,
 )
 
@@ -164,7 +165,7 @@ def test_the_conversion_is_cached_and_redone_when_the_weights_change(shipped, tm
     directory = tmp_path / "tiny"
     _tiny_translator(directory, 0, tokenizer)
     first = cached_model(directory)
-    assert first == directory / CACHE_DIR / cache_key(weights_sha256(directory), None)
+    assert first == directory / CACHE_DIR / cache_key(conversion_inputs(directory, None))
     stamp = (first / "model.bin").stat().st_mtime_ns
     assert cached_model(directory) == first
     assert (first / "model.bin").stat().st_mtime_ns == stamp  # reused, not converted again

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from aiayn.api.encoder import Classifier, Encoder
 from aiayn.api.generator import Generator
 from aiayn.api.translator import Translator
@@ -48,7 +50,12 @@ def api_class(config: ModelConfig) -> type:
 
 
 def load(
-    path: str | Path, *, quantize: str | None = None, device="cpu", engine: str = "torch"
+    path: str | Path,
+    *,
+    quantize: str | None = None,
+    device: str | torch.device = "cpu",
+    engine: str = "torch",
+    cache_dir: str | Path | None = None,
 ) -> Translator | Generator | Classifier | Encoder:
     """The model in directory ``path`` as the object of its family: a ``Translator``
     (encoder-decoder), ``Generator`` (decoder-only), ``Classifier`` (encoder-only with a
@@ -60,13 +67,17 @@ def load(
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads (CPU);
     ``device`` is where the model runs. ``engine`` "ctranslate2" (translators only; ``pip
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
-    ``path/.ctranslate2`` (``quantize`` "int8": CTranslate2's int8); the torch model stays
-    loaded for ``score`` and ``attention``. Bad directories are ``UserError``s naming the file.
+    ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
+    ``path`` cannot be written, ``$XDG_CACHE_HOME/aiayn/ctranslate2``; ``quantize`` "int8":
+    CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``. Bad
+    directories are ``UserError``s naming the file.
     """
     config = load_config(Path(path))
     check_engine(engine, config, path)
     if engine != "torch":
-        return Translator.from_dir(path, quantize=quantize, device=device, engine=engine)
+        return Translator.from_dir(
+            path, quantize=quantize, device=device, engine=engine, cache_dir=cache_dir
+        )
     return api_class(config).from_dir(path, quantize=quantize, device=device)
 
 
@@ -86,8 +97,9 @@ def load_for(
     path: str | Path,
     *,
     quantize: str | None = None,
-    device="cpu",
+    device: str | torch.device = "cpu",
     engine: str = "torch",
+    cache_dir: str | Path | None = None,
 ):
     """``load`` for a command (translate, evaluate, attention, generate, embed, classify):
     a directory of another family is a ``UserError`` naming the commands it fits."""
@@ -104,6 +116,8 @@ def load_for(
         )
     check_engine(engine, config, path)
     if engine != "torch":
-        return Translator.from_dir(path, quantize=quantize, device=device, engine=engine)
+        return Translator.from_dir(
+            path, quantize=quantize, device=device, engine=engine, cache_dir=cache_dir
+        )
     cls = Encoder if command == "embed" else api_class(config)
     return cls.from_dir(path, quantize=quantize, device=device)

@@ -45,17 +45,28 @@ class Translator(LoadedModel):
 
     @classmethod
     def from_dir(
-        cls, path: Path | str, *, quantize: str | None = None, device="cpu", engine="torch"
+        cls,
+        path: Path | str,
+        *,
+        quantize: str | None = None,
+        device: str | torch.device = "cpu",
+        engine: str = "torch",
+        cache_dir: Path | str | None = None,
     ):
         """Load a model directory; ``engine`` "ctranslate2" also converts it for CTranslate2
-        (once; cached in ``path/.ctranslate2``), which then translates on ``device``'s kind
-        with as many threads as torch has (``torch.get_num_threads``)."""
+        (once; cached in ``cache_dir``, by default as ``aiayn.load`` says), which then
+        translates on ``device``'s kind with as many threads as torch has
+        (``torch.get_num_threads``)."""
         if engine == "torch":
             return super().from_dir(path, quantize=quantize, device=device)
         from aiayn.interop.ctranslate2 import CTranslate2Engine
 
         decoder = CTranslate2Engine(
-            Path(path), quantize=quantize, device=device, threads=torch.get_num_threads()
+            Path(path),
+            quantize=quantize,
+            device=device,
+            threads=torch.get_num_threads(),
+            cache_dir=cache_dir,
         )
         translator = super().from_dir(path, quantize=quantize, device=device)
         translator.decoder = decoder

@@ -95,8 +95,14 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
         "--engine",
         choices=ENGINES,
         default="torch",
-        help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached "
-        "in MODEL/.ctranslate2; pip install 'aiayn[ctranslate2]')",
+        help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached; "
+        "pip install 'aiayn[ctranslate2]')",
+    )
+    p.add_argument(
+        "--cache-dir",
+        help="where the ctranslate2 engine caches its conversion (default: $AIAYN_CACHE_DIR, "
+        "else MODEL/.ctranslate2, else, where MODEL cannot be written, "
+        "$XDG_CACHE_HOME/aiayn/ctranslate2)",
     )
 
 

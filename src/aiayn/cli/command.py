@@ -9,7 +9,13 @@ import warnings
 
 from aiayn import __version__
 from aiayn.cli import encode, generate, interop, model_tools, prepare, serve, train, translate
-from aiayn.errors import OptionError, TrainingInterrupted, UserError, describe_os_error
+from aiayn.errors import (
+    OptionError,
+    TrainingInterrupted,
+    UserError,
+    describe_os_error,
+    set_debugging,
+)
 
 # every command, in the order --help lists them: each adds its parser and its handler
 COMMANDS = (
@@ -118,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     args.argv = list(sys.argv[1:] if argv is None else argv)
     debug = getattr(args, "debug", False) or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
+    previous = set_debugging(debug)
+    try:
+        return _run(args, debug)
+    finally:
+        set_debugging(previous)
+
+
+def _run(args: argparse.Namespace, debug: bool) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = lambda *w, **k: _print_warning(*w, **k, command=args.command)
         try:

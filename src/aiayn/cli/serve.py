@@ -44,5 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    specs = model_specs(args.model_dir, args.name, args.languages, args.quantize, args.engine)
+    specs = model_specs(
+        args.model_dir, args.name, args.languages, args.quantize, args.engine, args.cache_dir
+    )
     run_server(specs, config, args.host, args.port)

@@ -104,7 +104,13 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
-    translator = load_for("translate", args.model_dir, quantize=args.quantize, engine=args.engine)
+    translator = load_for(
+        "translate",
+        args.model_dir,
+        quantize=args.quantize,
+        engine=args.engine,
+        cache_dir=args.cache_dir,
+    )
     total, seconds, produced = 0, 0.0, 0
     lines_in = stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
@@ -191,7 +197,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.evaluate import evaluate_translation
     from aiayn.modeldir import write_text
 
-    translator = load_for("evaluate", args.model_dir, quantize=args.quantize, engine=args.engine)
+    translator = load_for(
+        "evaluate",
+        args.model_dir,
+        quantize=args.quantize,
+        engine=args.engine,
+        cache_dir=args.cache_dir,
+    )
     model, tokenizer = translator.model, translator.tokenizer
     data = translator.run.get("data", {})
     config = DataConfig(

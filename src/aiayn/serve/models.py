@@ -32,6 +32,7 @@ class ModelSpec:
     languages: tuple[str, ...] | None = None
     quantize: str | None = None
     engine: str = "torch"
+    cache_dir: Path | None = None  # the ctranslate2 engine's cache (aiayn.load's cache_dir)
 
 
 def check_spec(spec: ModelSpec) -> str:
@@ -60,7 +61,9 @@ class ServedModel:
     def __init__(self, spec: ModelSpec) -> None:
         check_spec(spec)
         self.name, self.path = spec.name, Path(spec.path)
-        self.api = aiayn.load(self.path, quantize=spec.quantize, engine=spec.engine)
+        self.api = aiayn.load(
+            self.path, quantize=spec.quantize, engine=spec.engine, cache_dir=spec.cache_dir
+        )
         self.engine = spec.engine
         self.config = self.api.config
         self.family = self.config.family

@@ -35,9 +35,10 @@ def model_specs(
     languages: list[str] | None = None,
     quantize: str | None = None,
     engine: str = "torch",
+    cache_dir: str | None = None,
 ) -> list[ModelSpec]:
-    """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``
-    and ``--engine`` to all of them."""
+    """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``,
+    ``--engine`` and ``--cache-dir`` to all of them."""
     names, languages = names or [], languages or []
     for flag, values in (("--name", names), ("--languages", languages)):
         if len(values) > len(model_dirs):
@@ -46,7 +47,9 @@ def model_specs(
     for i, path in enumerate(model_dirs):
         name = names[i] if i < len(names) else default_name(Path(path))
         langs = tuple(languages[i].split("-")) if i < len(languages) else None
-        spec = ModelSpec(Path(path), name, langs, quantize, engine)
+        spec = ModelSpec(
+            Path(path), name, langs, quantize, engine, Path(cache_dir) if cache_dir else None
+        )
         check_spec(spec)
         specs.append(spec)
     return specs
