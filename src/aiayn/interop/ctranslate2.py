@@ -238,8 +238,7 @@ def cached_model(
     inputs = conversion_inputs(model_dir, quantization)
     root, own = cache_root(model_dir, cache_dir)
     target = root / cache_key(inputs)
-    problem = "" if again else damage(target, inputs)
-    if not problem:
+    if not again and not damage(target, inputs):
         return target
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -251,10 +250,10 @@ def cached_model(
         ) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
-        problem = "converted again on request" if again else damage(target, inputs)
-        if not problem:  # the other process's conversion
+        problem = "" if again else damage(target, inputs)
+        if not again and not problem:  # the other process's conversion
             return target
-        if target.exists():
+        if target.exists() and problem:
             warnings.warn(
                 f"{target}: the cached CTranslate2 conversion is damaged ({problem}); "
                 "converting it again",
