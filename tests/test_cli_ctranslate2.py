@@ -113,3 +113,17 @@ def test_serve_with_the_ctranslate2_engine_answers_as_the_torch_engine(shipped):
 
     with pytest.raises(ValueError, match="engine 'onnx': choose one of torch, ctranslate2"):
         check_spec(ModelSpec(shipped, "x", engine="onnx"))
+
+
+@pytest.mark.parametrize(
+    "codes, option", [(["--from", "../../x", "--to", "en"], "--from '../../x'"),
+                      (["--from", "de", "--to", "EN"], "--to 'EN'"),
+                      (["--from", "de_DE", "--to", "en"], "--from 'de_DE'")],
+)  # fmt: skip
+def test_argos_language_codes_are_checked_before_any_work(shipped, tmp_path, capsys, codes, option):
+    out = tmp_path / "x.argosmodel"
+    argv = ["export", str(shipped), "--format", "argos", *codes, "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{option}: an Argos Translate language code is 2 or 3 lower-case letters" in err
+    assert "aiayn-argos-" not in err and not out.exists()

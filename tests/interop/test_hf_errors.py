@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from aiayn.cli import main
 from aiayn.interop.hf import import_hf
 from tests.interop.hf_fixtures import (
     bert_model,
@@ -118,3 +119,19 @@ def test_a_gpt2_eos_left_out_of_config_json_is_gpt2configs_and_refused_by_name(t
         match=r"eos_token_id=50256 is not an id below vocab_size=\d+ \(GPT2Config's default",
     ):
         import_hf(directory, tmp_path / "out")
+
+
+def test_a_missing_directory_is_named_before_what_the_hub_said(tmp_path, monkeypatch, capsys):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+
+    def offline(repo_id, **kwargs):
+        raise OSError(
+            "Cannot find an appropriate cached snapshot folder for the specified revision on "
+            "the local disk and outgoing traffic has been disabled.\nSecond line."
+        )
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    assert main(["import", "some/dir", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "some/dir: no such local directory; as a Hugging Face hub name: Cannot find" in err
+    assert "Second line" not in err and not (tmp_path / "x").exists()

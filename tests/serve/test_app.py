@@ -397,3 +397,11 @@ def test_serve_command_passes_quantize_to_every_model(model_dirs):
     assert [s.quantize for s in specs] == ["int8", "int8"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", *dirs, "--quantize", "int4"])
+
+
+def test_a_model_of_another_family_is_named_with_its_article(client):
+    r = client.post("/v1/completions", json={"prompt": "the", "model": "de-en"})
+    assert r.status_code == 422
+    assert "/v1/completions needs a decoder-only model" in r.json()["error"]["message"]
+    r = client.post("/v1/translate", json={"text": "Hallo", "model": "lm"})
+    assert "/v1/translate needs an encoder-decoder model" in r.json()["error"]["message"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import re
 import zipfile
 from pathlib import Path
 
@@ -30,6 +31,7 @@ LANGUAGE_NAMES = {
     "pt": "Portuguese", "ru": "Russian", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
 PACKAGE_VERSION = "1.0"
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")  # ISO 639 codes, and Argos's own (zt, pb)
 
 
 def languages_of(model_dir: Path, source: str | None, target: str | None) -> tuple[str, str]:
@@ -42,6 +44,13 @@ def languages_of(model_dir: Path, source: str | None, target: str | None) -> tup
             f"{model_dir}: its run.json names no language pair; give the source and target "
             "language codes (e.g. --from de --to en)"
         )
+    for option, code in (("--from", source), ("--to", target)):
+        if not isinstance(code, str) or not LANGUAGE_CODE.fullmatch(code):
+            raise UserError(
+                f"{option} {code!r}: an Argos Translate language code is 2 or 3 lower-case "
+                "letters, as Argos Translate and LibreTranslate name languages (e.g. de, en, "
+                "pt, zt)"
+            )
     return source, target
 
 

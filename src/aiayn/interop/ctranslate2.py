@@ -272,9 +272,10 @@ def _remove_stale(root: Path, inputs: dict) -> None:
     for old in root.iterdir():
         if old.is_dir() and not old.name.startswith("."):
             theirs = _stamp(old).get("inputs")
-            if not isinstance(theirs, dict) or {
-                k: v for k, v in theirs.items() if k != "quantization"
-            } != same:
+            if (
+                not isinstance(theirs, dict)
+                or {k: v for k, v in theirs.items() if k != "quantization"} != same
+            ):
                 shutil.rmtree(old, ignore_errors=True)
 
 

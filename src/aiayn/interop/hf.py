@@ -100,7 +100,13 @@ def resolve_source(src: str) -> Path:
             f"{src}: not a directory; to fetch it from the Hugging Face hub, "
             "pip install huggingface_hub"
         ) from None
-    return Path(snapshot_download(repo_id=src))  # pragma: no cover - needs the network
+    try:
+        return Path(snapshot_download(repo_id=src))
+    except Exception as e:  # the hub's own errors: offline, not found, no access
+        cause = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise FileNotFoundError(
+            f"{src}: no such local directory; as a Hugging Face hub name: {cause}"
+        ) from None
 
 
 # An export also writes what it could not say in the other format: aiayn's config and, where

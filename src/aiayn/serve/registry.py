@@ -163,7 +163,8 @@ class Registry:
             if model.family != family:
                 raise ServeError(
                     422,
-                    f"model {name!r} is {model.family}; {route} needs an {family} model",
+                    f"model {name!r} is {model.family}; {route} needs "
+                    f"{'an' if family[0] in 'aeiou' else 'a'} {family} model",
                     "model",
                 )
             return model
