@@ -15,9 +15,9 @@ written without ``spacy/``, and says so).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
-import re
 import zipfile
 from pathlib import Path
 
