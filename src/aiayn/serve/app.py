@@ -13,6 +13,7 @@ from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, install_error_handlers
 from aiayn.serve.inputs import JsonBody
 from aiayn.serve.models import ModelSpec
+from aiayn.serve.openapi import install_openapi
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import libretranslate, native, openai
 
@@ -50,4 +51,5 @@ def create_app(
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
     for router in (native.router, libretranslate.router, openai.router):
         app.include_router(router)
+    install_openapi(app, registry)
     return app

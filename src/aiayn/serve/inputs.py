@@ -79,6 +79,13 @@ def check_beam(beam: int, config: ServeConfig, field: str = "beam") -> None:
         raise ServeError(422, message, field)
 
 
+def default_within(req, field: str, limit: int) -> int:
+    """``req.field``, or where the client left it out, its default cut to the server's
+    ``limit`` (a default is never refused)."""
+    value = getattr(req, field)
+    return value if field in req.model_fields_set else min(value, limit)
+
+
 def check_output_length(max_len_offset: int, config: ServeConfig) -> None:
     """A translation may run ``max_len_offset`` tokens past its source: at most the server's
     ``--max-new-tokens``, as a completion (a model that never stops costs that many steps)."""
@@ -238,8 +245,8 @@ async def libretranslate_body(request: Request, schema: type[BaseModel]) -> Base
             data.setdefault(key, []).append(value)
         data = {k: v if len(v) > 1 else v[0] for k, v in data.items()}
         check_json_value(data)
-    try:
-        return schema.model_validate(data)
+    try:  # a form's values are all strings: read them as the fields' types
+        return schema.model_validate(data, context={"form": pairs is not None})
     except ValidationError as e:
         status, message, param = validation_message(e.errors())
         raise ServeError(status, message, param) from None

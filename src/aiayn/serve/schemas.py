@@ -7,11 +7,31 @@ text, beam, new tokens) are checked in ``app`` against ``ServeConfig``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+)
 
 Texts = str | list[str]
+
+
+def _a_number(value, info: ValidationInfo):
+    """A JSON number as its schema says: a string or a boolean is no number (a form's values,
+    all strings, are read as numbers: ``form`` in the validation context)."""
+    form = bool(info.context and info.context.get("form"))
+    if isinstance(value, bool) or (isinstance(value, str | bytes) and not form):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_a_number)]  # 2 or 2.0, not "2" or true
+Float = Annotated[float, BeforeValidator(_a_number)]
 
 
 class LibreTranslateRequest(BaseModel):
@@ -21,7 +41,7 @@ class LibreTranslateRequest(BaseModel):
     source: str = Field("auto", description="source language code, or 'auto'")
     target: str = Field(description="target language code")
     format: Literal["text", "html"] = "text"
-    alternatives: int = Field(0, ge=0, description="alternative translations per text")
+    alternatives: Int = Field(0, ge=0, description="alternative translations per text")
     api_key: str | None = Field(None, description="accepted and ignored (no keys here)")
 
 
@@ -31,14 +51,14 @@ class DetectRequest(BaseModel):
 
 
 class TranslateOptions(BaseModel):
-    beam: int = Field(1, ge=1, description="beam size (1 = greedy search)")
-    lenpen: float = Field(
+    beam: Int = Field(1, ge=1, description="beam size (1 = greedy search)")
+    lenpen: Float = Field(
         0.6, ge=0.0, le=10.0, allow_inf_nan=False, description="GNMT length penalty alpha"
     )
-    max_len_offset: int = Field(
+    max_len_offset: Int = Field(
         50, ge=1, le=1000, description="output length limit = source tokens + this"
     )
-    early_stop: bool = Field(False, description="beam search: Hugging Face's stopping rule")
+    early_stop: StrictBool = Field(False, description="beam search: Hugging Face's stopping rule")
 
 
 class TranslateRequest(TranslateOptions):
@@ -46,7 +66,7 @@ class TranslateRequest(TranslateOptions):
 
     model: str | None = Field(None, description="model name (optional with one translator)")
     text: Texts = Field(description="text to translate, or a list of texts")
-    nbest: int = Field(1, ge=1, description="hypotheses per text (at most beam)")
+    nbest: Int = Field(1, ge=1, description="hypotheses per text (at most beam)")
 
     @field_validator("nbest")
     @classmethod
@@ -102,13 +122,13 @@ class CompletionRequest(BaseModel):
 
     model: str | None = None
     prompt: str = Field("", description="text to continue")
-    max_tokens: int = Field(16, ge=1, description="tokens to generate at most")
-    temperature: float = Field(1.0, ge=0.0, le=100.0, allow_inf_nan=False, description="0 = greedy")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
-    top_k: int = Field(0, ge=0, description="0 = no top-k filter")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="makes the sample reproducible")
-    stream: bool = Field(False, description="send tokens as server-sent events")
-    n: int = Field(1, ge=1, le=1, description="one choice per request")
+    max_tokens: Int = Field(16, ge=1, description="tokens to generate at most")
+    temperature: Float = Field(1.0, ge=0.0, le=100.0, allow_inf_nan=False, description="0 = greedy")
+    top_p: Float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    top_k: Int = Field(0, ge=0, description="0 = no top-k filter")
+    seed: Int | None = Field(None, ge=0, lt=2**63, description="makes the sample reproducible")
+    stream: StrictBool = Field(False, description="send tokens as server-sent events")
+    n: Int = Field(1, ge=1, le=1, description="one choice per request")
 
 
 class CompletionChoice(BaseModel):
@@ -160,7 +180,7 @@ class EmbeddingRequest(BaseModel):
     model: str | None = None
     input: Texts
     encoding_format: Literal["float", "base64"] = "float"
-    normalize: bool = False
+    normalize: StrictBool = False
 
 
 class Embedding(BaseModel):

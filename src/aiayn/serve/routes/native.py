@@ -12,7 +12,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from aiayn.serve import schemas as s
 from aiayn.serve.errors import ServeError
-from aiayn.serve.inputs import check_beam, check_output_length, check_tokens, rounded, texts_of
+from aiayn.serve.inputs import (
+    check_beam,
+    check_output_length,
+    check_tokens,
+    default_within,
+    rounded,
+    texts_of,
+)
 from aiayn.serve.registry import ENCODER, TRANSLATOR
 from aiayn.serve.routes import Models
 
@@ -50,6 +57,8 @@ async def translate(req: s.TranslateRequest, registry: Models):
     model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
     texts = texts_of(req.text, "text", registry.config)
     check_beam(req.beam, registry.config)
+    offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
+    req = req.model_copy(update={"max_len_offset": offset})
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, texts, req.text, "text")
     options = req.model_dump(exclude={"model", "text"})
@@ -81,6 +90,8 @@ async def attention(req: s.AttentionRequest, registry: Models):
     model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
     texts_of(req.text, "text", registry.config)
     check_beam(req.beam, registry.config)
+    offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
+    req = req.model_copy(update={"max_len_offset": offset})
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, [req.text], req.text, "text")
     options = req.model_dump(exclude={"model", "text", "early_stop"})

@@ -15,7 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from aiayn.serve import schemas as s
 from aiayn.serve.errors import ServeError
-from aiayn.serve.inputs import check_tokens, texts_of
+from aiayn.serve.inputs import check_tokens, default_within, texts_of
 from aiayn.serve.registry import DECODER, ENCODER
 from aiayn.serve.routes import Models
 
@@ -64,6 +64,9 @@ async def completions(req: s.CompletionRequest, registry: Models):
     """Continue a prompt (OpenAI's completions); ``stream`` sends server-sent events."""
     model, config = registry.pick(req.model, DECODER, "/v1/completions"), registry.config
     texts_of(req.prompt, "prompt", config)
+    req = req.model_copy(
+        update={"max_tokens": default_within(req, "max_tokens", config.max_new_tokens)}
+    )
     if req.max_tokens > config.max_new_tokens:
         raise ServeError(
             422,

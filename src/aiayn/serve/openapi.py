@@ -1,0 +1,264 @@
+"""The server's OpenAPI document, saying what the server answers: every route's error statuses
+with the error body's schema, and the limits this server was started with (texts per request,
+characters per text, beam, new tokens) and the models it serves, so that a client generated
+from ``/openapi.json`` sends what is accepted and expects what comes back.
+
+FastAPI documents the request bodies from ``aiayn.serve.schemas``; this module adds, per
+served set of models and ``ServeConfig``:
+
+* the error answers of each route: 400 (a body that is not JSON), 404 (a model not served),
+  413 (a body over ``--max-body-bytes``), 415 (a body that is not JSON or a form), 422 (a
+  field out of range, named), 500 (an internal error, or models that failed to load) and 503
+  (loading, or a full queue), with OpenAI's error body, or LibreTranslate's on its routes;
+* the limits as JSON Schema constraints (``maxItems``, ``maxLength``, ``maximum``), and beam's
+  bound on ``nbest``;
+* ``model`` as one of the served models that fit the route: optional where only one fits,
+  required where several do (null picks the only one);
+* LibreTranslate's ``source`` and ``target`` as the served languages.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, Field
+
+import aiayn
+from aiayn.serve.config import ServeConfig
+from aiayn.serve.errors import LIBRETRANSLATE_PATHS
+from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR
+
+
+class ErrorDetail(BaseModel):
+    message: str = Field(description="what is wrong, naming the field at fault")
+    type: str = Field(description="invalid_request_error, overloaded_error or server_error")
+    param: str | None = Field(description="the field at fault, when one is")
+    code: int = Field(description="the HTTP status")
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error body (every route but LibreTranslate's)."""
+
+    error: ErrorDetail
+
+
+class LibreTranslateError(BaseModel):
+    """LibreTranslate's error body."""
+
+    error: str
+
+
+STATUSES = {
+    400: "the body is not valid JSON (or not a UTF-8 form)",
+    404: "no such model is served",
+    413: "the body is over the server's --max-body-bytes",
+    415: "the body is neither JSON nor (LibreTranslate's routes) a form",
+    422: "a field is missing, of the wrong type or out of range: the message names it",
+    500: "an internal error, or the models failed to load",
+    503: "the models are still loading, or the model's queue is full: retry after Retry-After",
+}
+POST_STATUSES = (400, 404, 413, 415, 422, 500, 503)
+# the family a route's model must be of ("classifier": encoder-only with a head)
+ROUTE_FAMILIES = {
+    "/v1/translate": TRANSLATOR,
+    "/v1/attention": TRANSLATOR,
+    "/v1/completions": DECODER,
+    "/v1/embeddings": ENCODER,
+    "/v1/classify": "classifier",
+}
+TEXT_FIELDS = {"text", "input", "q", "prompt"}
+
+
+def install_openapi(app: FastAPI, registry) -> None:
+    """Make ``app.openapi`` build the document described above, once, from ``registry``'s
+    models and limits."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=aiayn.__version__,
+                summary=app.summary,
+                routes=app.routes,
+            )
+            document(schema, registry.config, served_models(registry))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def served_models(registry) -> list[dict]:
+    """Name, family and languages of each served model, from the loaded models or, while
+    they load, from their directories."""
+    from aiayn.api.load import kind
+    from aiayn.modeldir import load_config, read_run_json
+
+    out = []
+    for spec in registry.specs:
+        loaded = registry.models.get(spec.name)
+        if loaded is not None:
+            family = "classifier" if loaded.is_classifier else loaded.family
+            languages = loaded.languages
+        else:
+            config = load_config(spec.path)
+            family = "classifier" if kind(config) == "encoder-only classifier" else config.family
+            data = read_run_json(spec.path).get("data", {})
+            languages = spec.languages or (
+                (data["src_lang"], data["tgt_lang"])
+                if family == TRANSLATOR and "src_lang" in data
+                else None
+            )
+        out.append({"name": spec.name, "family": family, "languages": languages})
+    return out
+
+
+def fits(model: dict, family: str) -> bool:
+    if family == ENCODER:  # a classifier's encoder embeds too
+        return model["family"] in (ENCODER, "classifier")
+    return model["family"] == family
+
+
+def document(schema: dict, config: ServeConfig, models: list[dict]) -> None:
+    """Add the error answers, the limits, the models and the languages to ``schema``."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for model in (ErrorDetail, ErrorResponse, LibreTranslateError):
+        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components[model.__name__] = body
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            _document_errors(path, method, operation)
+            for parameter in operation.get("parameters", []):
+                if parameter.get("name") == "model_id":  # GET /v1/models/{model_id}
+                    parameter["schema"] = {
+                        **parameter["schema"],
+                        "enum": [m["name"] for m in models],
+                    }
+            body = operation.get("requestBody", {}).get("content", {})
+            for media in body.values():
+                target = _request_schema(media["schema"], components)
+                _constrain(target, path, config, models)
+    for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422, not ours
+        components.pop(name, None)
+
+
+def _document_errors(path: str, method: str, operation: dict) -> None:
+    body = "LibreTranslateError" if path in LIBRETRANSLATE_PATHS else "ErrorResponse"
+    if method == "post":
+        statuses = POST_STATUSES
+    elif "{" in path:
+        statuses = (404, 422, 500, 503)
+    elif path == "/health":
+        statuses = (500, 503)  # answered with the health body, not an error body
+    else:
+        statuses = (500, 503)
+    responses = operation.setdefault("responses", {})
+    if path == "/v1/completions":  # stream: true answers server-sent events
+        ok = responses.get("200", {}).setdefault("content", {})
+        ok["text/event-stream"] = {  # each event, as OpenAPI 3.2 describes one
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "data": {"type": "string", "description": "a CompletionResponse's JSON"},
+                    "event": {"type": "string"},
+                },
+                "required": ["data"],
+            }
+        }
+    for status in statuses:
+        schema = {"$ref": f"#/components/schemas/{body}"}
+        if path == "/health":
+            schema = {"type": "object", "properties": {"status": {"type": "string"}}}
+        responses[str(status)] = {
+            "description": STATUSES[status],
+            "content": {"application/json": {"schema": schema}},
+        }
+
+
+def _request_schema(schema: dict, components: dict) -> dict:
+    """The schema to constrain: a component (copied per route by the caller) or inline."""
+    ref = schema.get("$ref")
+    if ref:
+        name = ref.rsplit("/", 1)[-1]
+        return components[name]
+    return schema
+
+
+def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict]) -> None:
+    properties = schema.get("properties", {})
+    for name in TEXT_FIELDS & set(properties):
+        field = properties[name]
+        single = field.get("type") == "string"  # a text, not "a text or a list of texts"
+        properties[name] = _texts(field, config, single=single)
+    for name, limit in (
+        ("beam", config.max_beam),
+        ("nbest", config.max_beam),
+        ("alternatives", config.max_beam - 1),
+        ("max_len_offset", config.max_new_tokens),
+        ("max_tokens", config.max_new_tokens),
+    ):
+        if name in properties:
+            properties[name]["maximum"] = limit
+            if isinstance(properties[name].get("default"), int):  # a default over it is cut
+                properties[name]["default"] = min(properties[name]["default"], limit)
+    if "nbest" in properties and "beam" in properties:  # nbest <= beam (default 1)
+        schema["anyOf"] = [
+            {
+                "properties": {"beam": {"const": beam}, "nbest": {"maximum": beam}},
+                "required": ["beam"],
+            }
+            for beam in range(1, config.max_beam + 1)
+        ] + [{"not": {"required": ["beam"]}, "properties": {"nbest": {"maximum": 1}}}]
+    family = ROUTE_FAMILIES.get(path)
+    if family is not None and "model" in properties:
+        names = [m["name"] for m in models if fits(m, family)]
+        if len(names) > 1:
+            properties["model"] = {
+                "type": "string",
+                "enum": names,
+                "description": f"one of the served models that fit {path}: required, since "
+                f"{len(names)} do",
+            }
+            schema["required"] = sorted({*schema.get("required", []), "model"})
+        else:
+            properties["model"] = {
+                "anyOf": [{"type": "string", "enum": names}, {"type": "null"}],
+                "default": None,
+                "description": "the served model (null or absent: the only one that fits)",
+            }
+    if path == "/v1/classify":  # a class of nothing is no answer
+        _each_text(properties["input"], {"pattern": r"\S"})
+    if path == "/translate" and "format" in properties:
+        properties["format"] = {**properties["format"], "enum": ["text"]}  # no HTML
+    pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
+    if path == "/translate" and "target" in properties:
+        properties["source"] = {
+            **properties["source"],
+            "enum": ["auto", *dict.fromkeys(a for a, _ in pairs)],
+        }
+        properties["target"] = {
+            **properties["target"],
+            "enum": list(dict.fromkeys(b for _, b in pairs)),
+        }
+
+
+def _texts(field: dict, config: ServeConfig, single: bool) -> dict:
+    """A text field: a string of at most ``max_chars`` characters, or (unless ``single``) a
+    list of 1 to ``max_texts`` of them."""
+    text = {"type": "string", "maxLength": config.max_chars}
+    out = {k: v for k, v in field.items() if k not in ("anyOf", "type", "items")}
+    if single:
+        return {**out, **text}
+    texts = {"type": "array", "items": copy.deepcopy(text), "minItems": 1}
+    texts["maxItems"] = config.max_texts
+    return {**out, "anyOf": [text, texts]}
+
+
+def _each_text(field: dict, constraint: dict) -> None:
+    """Add ``constraint`` to each string of a text field built by ``_texts``."""
+    for option in field.get("anyOf", [field]):
+        (option["items"] if option.get("type") == "array" else option).update(constraint)
