@@ -52,7 +52,7 @@ def test_sentences(corpus: Path, n: int) -> list[str]:
     return [line for line in lines if line.strip()][:n]
 
 
-def client(port, sentences, start, count, deadline, out, barrier):
+def client(port, sentences, start, count, deadline, out, barrier, beam=1):
     """Post ``count`` requests one after another on one keep-alive connection."""
     conn = http.client.HTTPConnection(HOST, port, timeout=120)
     barrier.wait()
@@ -60,7 +60,8 @@ def client(port, sentences, start, count, deadline, out, barrier):
         if time.monotonic() > deadline:
             out.append(("not sent", 0.0))
             continue
-        body = json.dumps({"text": sentences[(start + i) % len(sentences)]})
+        body = {"text": sentences[(start + i) % len(sentences)]}
+        body = json.dumps(body if beam == 1 else {**body, "beam": beam})
         t0 = time.perf_counter()
         try:
             conn.request("POST", "/v1/translate", body, {"Content-Type": "application/json"})
@@ -122,6 +123,7 @@ def load(
     requests: int,
     seconds: float,
     server_pid: int | None = None,
+    beam: int = 1,
 ) -> dict:
     results: list[list] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
@@ -129,7 +131,7 @@ def load(
     threads = [
         threading.Thread(
             target=client,
-            args=(port, sentences, c * requests, requests, deadline, results[c], barrier),
+            args=(port, sentences, c * requests, requests, deadline, results[c], barrier, beam),
         )
         for c in range(clients)
     ]
@@ -172,9 +174,12 @@ def load(
     }
 
 
-def direct_ctranslate2(model_dir: Path, sentences: list[str], threads: int, batch: int) -> dict:
+def direct_ctranslate2(
+    model_dir: Path, sentences: list[str], threads: int, batch: int, beam: int = 1
+) -> dict:
     """Sentences/s of ``ctranslate2.Translator`` alone on ``sentences``: sentencepiece pieces
-    plus eos in, greedy, ``batch`` sentences per call (the server's --max-batch)."""
+    plus eos in, ``beam`` (1: greedy; else length penalty 0.6, CTranslate2's own stopping
+    rule), ``batch`` sentences per call (the server's --max-batch)."""
     import ctranslate2
 
     from aiayn.data.tokenizer import load_tokenizer
@@ -184,11 +189,12 @@ def direct_ctranslate2(model_dir: Path, sentences: list[str], threads: int, batc
     path = cached_model(model_dir)  # the conversion the server's engine decodes with
     translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=threads)
     tokens = [tokenizer.pieces(s) + ["</s>"] for s in sentences]
-    translator.translate_batch(tokens[:batch], beam_size=1)  # warm-up
+    options = dict(beam_size=beam, length_penalty=0.6 if beam > 1 else 0.0)
+    translator.translate_batch(tokens[:batch], **options)  # warm-up
     start, cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(tokens), batch):
         results = translator.translate_batch(
-            tokens[i : i + batch], beam_size=1, max_decoding_length=256
+            tokens[i : i + batch], max_decoding_length=256, **options
         )
         [tokenizer.sp.decode_pieces(r.hypotheses[0]) for r in results]  # as the server does
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -204,7 +210,8 @@ def run_settings(args) -> dict:
         "requests_per_client": args.requests,
         "server_threads": args.threads,
         "serve_args": args.serve_args,
-        "request": "POST /v1/translate, one test sentence, greedy",
+        "request": "POST /v1/translate, one test sentence, "
+        + ("greedy" if args.beam == 1 else f"beam {args.beam}"),
     }
 
 
@@ -214,10 +221,10 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     load_before = [round(x, 2) for x in os.getloadavg()]
     most = max(clients)
     used = [sentences[i % len(sentences)] for i in range(most * args.requests)]
-    rows = [direct_ctranslate2(model_dir, used, args.threads, 64)]
+    rows = [direct_ctranslate2(model_dir, used, args.threads, 64, args.beam)]
     print(json.dumps(rows[-1]), flush=True)
     rows += run_mode(args, "serve-ctranslate2", ["--engine", "ctranslate2"], clients, sentences)
-    rows.append(direct_ctranslate2(model_dir, used, args.threads, 64))  # again: the load drifts
+    rows.append(direct_ctranslate2(model_dir, used, args.threads, 64, args.beam))  # load drifts
     print(json.dumps(rows[-1]), flush=True)
     rows += run_mode(args, "serve-torch", ["--engine", "torch"], clients, sentences)
     direct = statistics.fmean(r["sentences_per_s"] for r in rows if r["server"].startswith("d"))
@@ -266,9 +273,11 @@ def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -
     server = start_server(Path(args.model_dir), port, "--threads", str(args.threads), *flags)
     rows = []
     try:
-        load(port, sentences, 2, 2, 60)  # warm-up
+        load(port, sentences, 2, 2, 60, beam=args.beam)  # warm-up
         for n in clients:
-            measured = load(port, sentences, n, args.requests, args.max_seconds, server.pid)
+            measured = load(
+                port, sentences, n, args.requests, args.max_seconds, server.pid, args.beam
+            )
             row = {"server": name, **measured}
             print(json.dumps(row), flush=True)
             rows.append(row)
@@ -288,6 +297,7 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=float, default=180, help="per client count")
     parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
     parser.add_argument("--note", default="", help="free text stored with the results")
+    parser.add_argument("--beam", type=int, default=1, help="each request's beam (1: greedy)")
     parser.add_argument(
         "--serve-args", default="", help="more `aiayn serve` flags, e.g. '--batch-wait-ms 2'"
     )
