@@ -361,7 +361,8 @@ def serving_engines(results: Path) -> str:
     parts = []
     records = [r for r in load(results, "serve_load") if r.get("compare") == "engines"]
     records = [r for r in records if not r.get("serve_args")]  # the defaults' runs, not A/Bs
-    for record in latest_by(records, lambda r: (r["model_dir"], r["server_threads"])):
+    key = lambda r: (r["model_dir"], r["server_threads"], r.get("request"))  # noqa: E731
+    for record in latest_by(records, key):
         rows = []
         for row in record["rows"]:
             if "clients" in row:
@@ -429,6 +430,36 @@ def serving_engines(results: Path) -> str:
             + "\n\n"
             + "; ".join(ratios)
             + "."
+        )
+    return "\n\n".join(parts)
+
+
+def ct2_beam(results: Path) -> str:
+    """``ct2_beam.py``: beam search through the ctranslate2 engine."""
+    parts = []
+    for record in latest_by(load(results, "ct2_beam"), lambda r: (r["model_dir"], r["beam"])):
+        inner, cli = record["in_process"], record["cli_seconds"]
+        seconds = inner["seconds"]
+        rows = [
+            ["torch engine (`search`, exact beam search)", num(seconds["torch"], 2)],
+            ["ctranslate2 engine (`CTranslate2Engine.search`)", num(seconds["ctranslate2"], 2)],
+            ["CTranslate2 directly (`translate_batch`, its defaults)", num(seconds["direct"], 2)],
+        ]
+        cli_rows = [[f"`aiayn translate --engine {k}`", num(v, 2)] for k, v in cli.items()]
+        parts.append(
+            f"`{record['model_dir']}`, beam {record['beam']}, length penalty 0.6, "
+            f"{record['sentences']} test sentences in {inner['batches']} batches:\n\n"
+            + provenance(record, "bench/ct2_beam.py")
+            + "\n\n"
+            + table(["decoder, same batches, one process", "seconds"], rows, {1})
+            + "\n\n"
+            + f"The ctranslate2 engine: {inner['ct2_engine_over_torch_speed']:.2f}x the torch "
+            f"engine's speed, {inner['ct2_engine_time_over_direct']:.2f}x CTranslate2's own "
+            f"time; its best hypothesis is the torch engine's on {inner['same_best_as_torch']} "
+            f"of {record['sentences']} sentences ({pct(inner['same_best_share'])}).\n\n"
+            + f"The command line on the first {record['cli_sentences']} sentences, each a "
+            "process of its own (start-up, loading and the cache's check included):\n\n"
+            + table(["command (--beam " + str(record["beam"]) + ")", "seconds"], cli_rows, {1})
         )
     return "\n\n".join(parts)
 
@@ -743,11 +774,19 @@ SECTIONS = [
         "Serving engines",
         "`aiayn serve --engine ctranslate2` against `--engine torch` (both with dynamic "
         "batching, N concurrent clients each posting single test sentences one after another, "
-        "greedy) and against CTranslate2's `Translator.translate_batch` called directly on the "
+        "greedy or with the beam each table names) and against CTranslate2's `Translator.translate_batch` called directly on the "
         "same sentences in batches of 64 (the server's `--max-batch`), without HTTP; the "
         "direct runs come before and between the servers' and are averaged, because the "
         "machine's load drifts.",
         serving_engines,
+    ),
+    (
+        "Beam search through the CTranslate2 engine",
+        "`bench/ct2_beam.py`: the same batches through the torch engine's exact beam search, "
+        "the ctranslate2 engine and CTranslate2's `translate_batch` on the same converted "
+        "model and threads, timed in turn in one process (median of the repeats); then "
+        "`aiayn translate` with each engine.",
+        ct2_beam,
     ),
     (
         "Interoperability on real weights",
