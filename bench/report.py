@@ -456,7 +456,17 @@ def ct2_beam(results: Path) -> str:
             + f"The ctranslate2 engine: {inner['ct2_engine_over_torch_speed']:.2f}x the torch "
             f"engine's speed, {inner['ct2_engine_time_over_direct']:.2f}x CTranslate2's own "
             f"time; its best hypothesis is the torch engine's on {inner['same_best_as_torch']} "
-            f"of {record['sentences']} sentences ({pct(inner['same_best_share'])}).\n\n"
+            f"of {record['sentences']} sentences ({pct(inner['same_best_share'])})"
+            + (
+                f" at patience {inner['patience']:g}; by patience: "
+                + "; ".join(
+                    f"{k}: {v['same_best_as_torch']} the same, {num(v['seconds'], 2)} s"
+                    for k, v in inner["by_patience"].items()
+                )
+                if "by_patience" in inner
+                else ""
+            )
+            + ".\n\n"
             + f"The command line on the first {record['cli_sentences']} sentences, each a "
             "process of its own (start-up, loading and the cache's check included):\n\n"
             + table(["command (--beam " + str(record["beam"]) + ")", "seconds"], cli_rows, {1})
