@@ -106,6 +106,19 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def load_translator(command: str, args: argparse.Namespace):
+    """The translator of ``args.model_dir`` with the engine flags (``add_engine_argument``)."""
+    from aiayn.api import load_for
+
+    return load_for(
+        command,
+        args.model_dir,
+        quantize=args.quantize,
+        engine=args.engine,
+        cache_dir=args.cache_dir,
+    )
+
+
 def search_options(args: argparse.Namespace) -> dict:
     return dict(
         beam=args.beam,

@@ -17,6 +17,7 @@ from aiayn.cli.args import (
     add_stdin_arguments,
     float_range,
     int_range,
+    load_translator,
     search_options,
     stdin_lines,
     text_argument,
@@ -98,19 +99,12 @@ _BREAKS_AND_TABS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 def cmd_translate(args: argparse.Namespace) -> None:
     import time
 
-    from aiayn.api import load_for
     from aiayn.api.options import check_translate
     from aiayn.infer.translate import produced_tokens
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
-    translator = load_for(
-        "translate",
-        args.model_dir,
-        quantize=args.quantize,
-        engine=args.engine,
-        cache_dir=args.cache_dir,
-    )
+    translator = load_translator("translate", args)
     total, seconds, produced = 0, 0.0, 0
     lines_in = stdin_lines(args.errors)
     while True:  # stream: read a chunk, translate it (length-sorted inside), print in order
@@ -192,18 +186,11 @@ def add_evaluate(sub) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from aiayn.api import load_for
     from aiayn.config import DataConfig
     from aiayn.evaluate import evaluate_translation
     from aiayn.modeldir import write_text
 
-    translator = load_for(
-        "evaluate",
-        args.model_dir,
-        quantize=args.quantize,
-        engine=args.engine,
-        cache_dir=args.cache_dir,
-    )
+    translator = load_translator("evaluate", args)
     model, tokenizer = translator.model, translator.tokenizer
     data = translator.run.get("data", {})
     config = DataConfig(
