@@ -308,3 +308,18 @@ def test_a_conversion_prints_one_line_of_its_own(tiny, tmp_path, capfd):
     assert out == "" and len(lines) == 1, err
     assert lines[0].startswith(f"aiayn: converted {model} for CTranslate2 (float32) in ")
     assert str(model / CACHE_DIR) in lines[0]
+
+
+def test_serve_caches_in_the_directory_its_flag_names(tiny, tmp_path):
+    pytest.importorskip("fastapi")
+    from aiayn.cli import build_parser
+    from aiayn.serve.models import ServedModel
+    from aiayn.serve.server import model_specs
+
+    argv = ["serve", str(tiny), "--engine", "ctranslate2", "--cache-dir", str(tmp_path / "c")]
+    args = build_parser().parse_args(argv)
+    [spec] = model_specs(
+        args.model_dir, args.name, args.languages, args.quantize, args.engine, args.cache_dir
+    )
+    served = ServedModel(spec)
+    assert served.api.decoder.path.parent == tmp_path / "c"
