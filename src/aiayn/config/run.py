@@ -106,6 +106,8 @@ class TrainConfig:
     # keep each layer's input only and recompute its activations in the backward pass:
     # activation memory of one layer instead of all, for one more forward pass
     activation_checkpointing: bool = False
+    # also write the logged metrics as TensorBoard event files in RUN/tensorboard
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "accum_steps", "warmup", "max_epochs", "seed"):
@@ -121,6 +123,8 @@ class TrainConfig:
         _check_choice("train.precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         if not isinstance(self.compile, bool):
             raise ValueError(f"train.compile must be true or false, got {self.compile!r}")
+        if not isinstance(self.tensorboard, bool):
+            raise ValueError(f"train.tensorboard must be true or false, got {self.tensorboard!r}")
         if not isinstance(self.activation_checkpointing, bool):
             raise ValueError(
                 "train.activation_checkpointing must be true or false, got "

@@ -16,6 +16,7 @@ Run directory layout::
                         every process; written again if the tokenizer or a corpus file changes
     checkpoints/        checkpoint-STEP.pt, the last K
     metrics.jsonl       one JSON object per log line / validation
+    tensorboard/        the same numbers as TensorBoard event files (train.tensorboard)
     best/               model directory with the best validation loss (or accuracy)
     model/              the final model directory (averaged when train.average_last > 0)
     curves.png          loss and learning-rate curves
@@ -86,6 +87,10 @@ class Trainer:
         self.ckpt_dir = self.out_dir / "checkpoints"
         self.metrics_path = self.out_dir / "metrics.jsonl"
         tc = run.train
+        if tc.tensorboard:
+            from aiayn.train.tensorboard import summary_writer
+
+            summary_writer()  # installed, or an error before anything is written
         if tc.threads:
             torch.set_num_threads(tc.threads)
         torch.manual_seed(tc.seed)
@@ -170,6 +175,12 @@ class Trainer:
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
         self.grad_norm, self.nonfinite_in_a_row = 0.0, 0
+        self.tensorboard = None
+        if tc.tensorboard and self.ctx.is_main:  # from the step after the one resumed
+            from aiayn.train.tensorboard import DIRECTORY, TensorBoardLog
+
+            resumed = state["step"] if state is not None else 0
+            self.tensorboard = TensorBoardLog(self.out_dir / DIRECTORY, resumed)
         if state is not None:
             self._resume(existing[-1], state)
         else:
@@ -180,6 +191,8 @@ class Trainer:
 
     def close(self) -> None:
         """Give the run directory back (the lock) and the signals their usual handlers."""
+        if getattr(self, "tensorboard", None) is not None:
+            self.tensorboard.close()
         self.stop.restore()
         self.lock.release()
 
@@ -229,6 +242,8 @@ class Trainer:
                 f.write(json.dumps(record) + "\n")
         except OSError as e:
             raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}") from None
+        if getattr(self, "tensorboard", None) is not None:
+            self.tensorboard.write(record)
 
     def save_checkpoint(self) -> Path | None:
         rng = ddp.gather(ckpt.rng_state(), self.ctx)  # every rank takes part
