@@ -98,6 +98,7 @@ class Translator(LoadedModel):
         max_tokens: int = 4096,
         first_index: int = 0,
         scores: bool = True,
+        prefix: Sequence[str] | None = None,
     ) -> list[Translation]:
         """The n-best translations of ``texts``, in input order.
 
@@ -110,6 +111,10 @@ class Translator(LoadedModel):
         draws as sentence ``first_index + k`` (samples then do not depend on the batch).
         ``scores`` False leaves greedy outputs unscored (score and log_prob NaN), for a caller
         that keeps only the text: each step then skips a sum over the vocabulary.
+        ``prefix`` (one text per text, "" for none): target text each translation must begin
+        with (a translation a person started, a fixed opening); it is read in one teacher-
+        forced pass and the search goes on from its end, for greedy, beam and sampling alike;
+        hypotheses hold it and are scored over the whole target.
 
         With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
         search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are
@@ -117,9 +122,16 @@ class Translator(LoadedModel):
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         texts = text_list(texts)
+        prefixes = None if prefix is None else text_list(prefix, "prefix")
+        if prefixes is not None and len(prefixes) != len(texts):
+            raise OptionError(
+                f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text "
+                "('' for none)",
+                "prefix",
+            )
         out, truncated = decoding.translate_texts(
             self.decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index, scores,
+            early_stop, max_tokens, sampling, first_index, scores, prefixes,
         )  # fmt: skip
         cut = set(truncated)
         return [

@@ -128,6 +128,25 @@ def search_options(args: argparse.Namespace) -> dict:
     )
 
 
+def file_lines(path: str, what: str) -> Iterator[str]:
+    """Lines of the UTF-8 file ``path`` without their line ending; a missing file or bytes
+    that are not UTF-8 are an error naming ``what`` (the option), the file and the line."""
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 (closed when the lines run out)
+    except OSError as e:
+        raise UserError(f"{what} {path}: {e.strerror or e}") from None
+    with stream:
+        for number, raw in enumerate(stream, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(
+                    f"{what} {path}, line {number}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
+                    f"column {e.start + 1})"
+                ) from None
+            yield text.rstrip("\r\n")
+
+
 def stdin_lines(errors: str) -> Iterator[str]:
     """Lines of stdin without their line ending; bytes that are not UTF-8 are an error naming
     the line, unless ``errors`` is "replace" (U+FFFD) or "ignore"."""

@@ -15,6 +15,7 @@ from aiayn.cli.args import (
     add_quantize_argument,
     add_search_arguments,
     add_stdin_arguments,
+    file_lines,
     float_range,
     int_range,
     load_translator,
@@ -23,6 +24,7 @@ from aiayn.cli.args import (
     text_argument,
 )
 from aiayn.data.tokenizer import warn_unknown_characters
+from aiayn.errors import UserError
 
 
 def add_translate(sub) -> None:
@@ -64,6 +66,11 @@ def add_translate(sub) -> None:
         type=int_range(0, 2**63 - 1),
         help="with --sample: random seed (default 0)",
     )
+    p.add_argument(
+        "--prefix-file",
+        help="a file of target prefixes, one per input line (empty for none): each "
+        "translation begins with its line's prefix and goes on from there",
+    )
     add_stdin_arguments(p)
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -104,6 +111,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
+    prefixes_in = file_lines(args.prefix_file, "--prefix-file") if args.prefix_file else None
     translator = load_translator("translate", args)
     total, seconds, produced = 0, 0.0, 0
     lines_in = stdin_lines(args.errors)
@@ -113,9 +121,12 @@ def cmd_translate(args: argparse.Namespace) -> None:
             break
         where = f"stdin lines {total + 1}-{total + len(lines)}"
         warn_unknown_characters(translator.tokenizer, lines, where)
+        prefixes = _prefixes(prefixes_in, args.prefix_file, len(lines), total)
         start = time.perf_counter()
         scored = args.nbest > 1  # a single translation is printed without its score
-        results = translator.translate(lines, first_index=total, scores=scored, **options)
+        results = translator.translate(
+            lines, first_index=total, scores=scored, prefix=prefixes, **options
+        )
         seconds += time.perf_counter() - start
         truncated = [i for i, t in enumerate(results) if t.truncated]
         _warn_truncated(truncated, total, translator.config.max_len)
@@ -128,11 +139,29 @@ def cmd_translate(args: argparse.Namespace) -> None:
                     print(f"{total + i}\t{h.score:.4f}\t{one_line(h.text, tabs=True)}")
         sys.stdout.flush()
         total += len(lines)
+    if prefixes_in is not None and next(prefixes_in, None) is not None:
+        raise UserError(
+            f"--prefix-file {args.prefix_file}: more lines than stdin's {total}; give one "
+            "prefix per input line"
+        )
     print(
         f"translated {total} sentences in {seconds:.1f}s: {total / max(seconds, 1e-9):.1f} "
         f"sentences/s, {produced / max(seconds, 1e-9):.0f} tokens/s",
         file=sys.stderr,
     )
+
+
+def _prefixes(lines_in, path: str | None, n: int, done: int) -> list[str] | None:
+    """The next ``n`` prefixes of ``--prefix-file`` (None without one)."""
+    if lines_in is None:
+        return None
+    prefixes = list(itertools.islice(lines_in, n))
+    if len(prefixes) < n:
+        raise UserError(
+            f"--prefix-file {path}: {done + len(prefixes)} lines, but stdin has more; give one "
+            "prefix per input line (an empty line for none)"
+        )
+    return prefixes
 
 
 def _warn_truncated(indices: list[int], offset: int, max_len: int, shown: int = 3) -> None:

@@ -56,6 +56,8 @@ def beam_search(
     early_stop: bool = False,
     bos_id: int = BOS,
     eos_id: int = EOS,
+    prefix: list[list[int]] | None = None,
+    prefix_log_prob: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per sentence, best first.
 
@@ -69,8 +71,14 @@ def beam_search(
     selects and re-orders the rows of that state after each step. Finished sentences leave
     the batch (N shrinks from B), so they cost no more decoder steps. ``max_len`` (B,) caps
     each sentence's length. Hypotheses start from ``bos_id`` and finish with ``eos_id``.
+
+    ``prefix``: per sentence, the target tokens (of one length P for all) that every
+    hypothesis begins with, already read by ``step``'s state, and ``prefix_log_prob`` (B,)
+    their log-probability: hypotheses hold the prefix, are scored over the whole target, and
+    ``max_len`` counts the prefix.
     """
     b, k = batch_size, beam
+    heads, p = prefix, len(prefix[0]) if prefix else 0
     if nbest > k:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({k})")
     ids = torch.arange(b, device=device)  # (N,) the sentence of each row still searching
@@ -78,13 +86,16 @@ def beam_search(
     tokens = torch.full((b, k, 1), bos_id, dtype=torch.long, device=device)  # (N, K, L)
     log_probs = torch.full((b, k), float("-inf"), device=device)  # (N, K) live hypotheses
     log_probs[:, 0] = 0.0  # all beams start identical: expand only the first
+    if prefix_log_prob is not None:
+        log_probs[:, 0] = prefix_log_prob.to(log_probs.dtype)
+    limit = (limit - p).clamp(min=1)  # new tokens: the prefix counts in max_len
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     nth_best = torch.full((b,), float("-inf"), dtype=torch.float64, device=device)
     n_finished = torch.zeros(b, dtype=torch.long, device=device)
 
     def finalize(row: int, toks: list[int], log_prob: float) -> None:
         i = int(ids[row])
-        _finalize(finished[i], toks, log_prob, alpha)
+        _finalize(finished[i], (heads[i] + toks) if p else toks, log_prob, alpha)
         n_finished[i] += 1
         if len(finished[i]) >= nbest:
             nth_best[i] = sorted(h.score for h in finished[i])[-nbest]
@@ -129,7 +140,7 @@ def beam_search(
         if alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
             best_live = log_probs.max(1).values.double()  # (N,)
             horizon = torch.full_like(limit, length + 1) if early_stop else limit
-            reachable = best_live / length_penalty(horizon.double(), alpha)
+            reachable = best_live / length_penalty(horizon.double() + p, alpha)
             done = at_limit | (reachable <= nth_best[ids])
         else:  # the bound needs alpha >= 0; without it, stop at K finished
             done = at_limit | (n_finished[ids] >= k)
@@ -150,29 +161,43 @@ def beam_decode(
     max_len_offset: int = 50,
     nbest: int = 1,
     early_stop: bool = False,
+    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence.
 
     The encoder runs once; the beams of a sentence share its memory, mask and cross-
     attention keys and values (computed once per sentence, never copied per beam); the
-    decoder's self-attention KV cache follows the beams.
+    decoder's self-attention KV cache follows the beams. ``prefix`` (B, P) of real target
+    tokens begins every hypothesis: bos + prefix is read in one teacher-forced pass (per
+    beam, filling the cache), and the search starts from its end.
     """
+    from aiayn.infer.greedy import prefix_log_prob
+
     model.eval()
     config, b = model.config, src.size(0)
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     state = model.new_state(src_mask, beams=beam)
     max_len = config.clamp_length((src != config.pad_id).sum(1) + max_len_offset)  # (B,)
+    primed: dict = {}
+    if prefix is not None and prefix.size(1):
+        first = torch.cat([torch.full_like(prefix[:, :1], config.bos_id), prefix], 1)
+        logits = model.decode(first.repeat_interleave(beam, 0), memory, state=state)
+        primed["log_prob"] = prefix_log_prob(logits[::beam], prefix)  # (B,)
+        primed["next"] = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B*K, V)
 
     def step(tokens: Tensor) -> Tensor:
+        if "next" in primed:  # the first step, after the prefix's pass
+            return primed.pop("next")
         logits = model.decode(tokens, memory, state=state)[:, -1]  # (B*K, V); memory (B, S, D)
         return torch.log_softmax(logits.float(), dim=-1)
 
     def reorder(index: Tensor) -> None:  # a row's parent is a beam of the same sentence
         state.reorder(index, same_sources=True)
 
+    prefixes = prefix.tolist() if "log_prob" in primed else None
     return beam_search(
         step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop,
-        config.bos_id, config.eos_id,
+        config.bos_id, config.eos_id, prefixes, primed.get("log_prob"),
     )  # fmt: skip
 
 

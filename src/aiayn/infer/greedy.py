@@ -26,6 +26,7 @@ def greedy_search(
     max_len_offset: int = 50,
     max_len: int | None = None,
     scores: bool = True,
+    prefix: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Most likely next token at each step until eos: (B, S) sources to (B, L) token ids and
     each output's log-probability under the model (B,), float64 (None when ``scores`` is
@@ -39,6 +40,10 @@ def greedy_search(
     rows are re-indexed a few times per batch rather than at every step where a sentence
     ends. Each sentence decodes as it would alone. The output holds no bos, ends with eos
     where one was made, and is padded (with the config's pad id).
+
+    ``prefix`` (B, P) of real target tokens (no bos): each output begins with it, read in one
+    teacher-forced pass, and the search goes on from its end; the log-probability is that of
+    the whole output, prefix included, and the length limit counts it.
     """
     model.eval()
     config = model.config
@@ -50,16 +55,25 @@ def greedy_search(
     else:
         limit = torch.full((b,), max_len, dtype=torch.long, device=device)
     limit = config.clamp_length(limit)  # no positions past a learned table
+    p = 0 if prefix is None else prefix.size(1)
+    limit = limit.clamp(min=p + 1)  # at least one token after the prefix
     steps = int(limit.max()) if b else 0
     out = torch.full((b, steps), config.pad_id, dtype=torch.long, device=device)
     log_prob = torch.zeros(b, dtype=torch.float64, device=device)
     rows = torch.arange(b, device=device)  # (N,) the sentence of each row of the batch
     live = torch.ones(b, dtype=torch.bool, device=device)  # (N,) rows still decoding
     token = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
-    width, n_live = 0, b
-    for step in range(steps):
+    if p:
+        out[:, :p] = prefix
+        token = torch.cat([token, prefix], 1)  # (B, 1 + P): read in one pass
+    width, n_live = p, b
+    for step in range(p, steps):
         select = None if n_live == len(rows) else live[:, None]  # (N, 1): no finished logits
-        logits = model.decode(token, memory, state=state, select=select)  # (N, 1, V) | (n, V)
+        logits = model.decode(token, memory, state=state, select=select)  # (N, t, V) | (n, V)
+        if token.size(1) > 1:  # the prefix's pass: its log-probability, then its last logits
+            if scores:
+                log_prob += prefix_log_prob(logits, prefix)
+            logits, token = logits[:, -1], token[:, -1:].clone()
         logits = logits.reshape(n_live, -1).float()  # (n, V)
         best, new = logits.max(-1)  # (n,), (n,): one pass, 2-3x faster than argmax
         sentence = rows[live] if select is not None else rows  # (n,)
@@ -81,6 +95,13 @@ def greedy_search(
                 rows, token, live = rows[keep], token[keep], live[keep]
                 state.reorder(keep)  # memory itself is read on the first step only
     return out[:, :width], (log_prob if scores else None)  # (B, L), (B,)
+
+
+def prefix_log_prob(logits: Tensor, prefix: Tensor) -> Tensor:
+    """log P(prefix | source) (R,), float64, from the logits (R, 1 + P, V) of the pass over
+    bos + ``prefix`` (R, P): position i's distribution scores prefix token i."""
+    log_probs = logits[:, :-1].float().log_softmax(-1)  # (R, P, V)
+    return log_probs.gather(-1, prefix[..., None]).squeeze(-1).double().sum(-1)  # (R,)
 
 
 def _log_prob_of_max(logits: Tensor, best: Tensor) -> Tensor:

@@ -253,6 +253,7 @@ def sample_decode(
     generators: Sequence[torch.Generator] | None = None,
     n: int = 1,
     max_len_offset: int = 50,
+    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Sample ``n`` target sequences per source (B, S) from an encoder-decoder (Phuong &
     Hutter 2022, Algorithm 15, EDInference, with top-k / top-p filters added).
@@ -264,8 +265,12 @@ def sample_decode(
     batch. The padding token is never drawn (it is never a target in training; its
     logit is set to -inf before temperature and filters). Returns, per source, its ``n``
     samples in the order drawn, each with its log-probability under the model as ``score``
-    and ``log_prob``; tokens end with eos where one was made.
+    and ``log_prob``; tokens end with eos where one was made. ``prefix`` (B, P) of real
+    target tokens begins every sample: read in one teacher-forced pass, counted in the
+    length limit and in the log-probability.
     """
+    from aiayn.infer.greedy import prefix_log_prob
+
     if n < 1:
         raise ValueError(f"n (samples per sentence) must be >= 1, got {n}")
     model.eval()
@@ -277,23 +282,32 @@ def sample_decode(
     state = model.new_state(src_mask)
     limit = (src != config.pad_id).sum(1) + max_len_offset  # (B,)
     limit = config.clamp_length(limit).repeat_interleave(n)  # (B*n,) within a learned table
-    live = {"memory": memory}
+    p = 0 if prefix is None else prefix.size(1)
+    prefixes = prefix.repeat_interleave(n, dim=0) if p else None  # (B*n, P)
+    live = {"memory": memory, "prefix_log_prob": torch.zeros(b * n, dtype=torch.float64)}
 
     def step(tokens: Tensor) -> Tensor:
-        return model.decode(tokens[:, -1:], live["memory"], state=state)[:, -1]  # (N, V)
+        logits = model.decode(tokens[:, state.length :], live["memory"], state=state)
+        if logits.size(1) > 1:  # the prefix's pass (every row still there)
+            live["prefix_log_prob"] = prefix_log_prob(logits, prefixes).cpu()
+        return logits[:, -1]  # (N, V)
 
     def reorder(keep: Tensor) -> None:
         live["memory"] = live["memory"][keep]
         state.reorder(keep)
 
     start = torch.full((b * n, 1), config.bos_id, dtype=torch.long, device=src.device)
+    if p:
+        start = torch.cat([start, prefixes], 1)  # (B*n, 1 + P)
     out, log_prob = sample_search(
-        step, reorder, start, limit, temperature, top_k, top_p, generators,
+        step, reorder, start, (limit - p).clamp(min=1), temperature, top_k, top_p, generators,
         config.eos_id, config.pad_id, exclude=[config.pad_id],
     )  # fmt: skip
+    log_prob = log_prob.cpu() + live["prefix_log_prob"]
+    heads = prefixes.tolist() if p else [[] for _ in range(b * n)]
     hyps = []
-    for row, lp in zip(out.tolist(), log_prob.tolist(), strict=True):
-        hyps.append(Hypothesis([t for t in row if t != config.pad_id], lp, lp))
+    for head, row, lp in zip(heads, out.tolist(), log_prob.tolist(), strict=True):
+        hyps.append(Hypothesis(head + [t for t in row if t != config.pad_id], lp, lp))
     return [hyps[i * n : (i + 1) * n] for i in range(b)]
 
 

@@ -11,6 +11,7 @@ import torch
 from aiayn.data.batching import pad
 from aiayn.data.labelled import is_blank
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import UserError
 from aiayn.infer.beam import Hypothesis, beam_decode
 from aiayn.infer.greedy import greedy_search
 from aiayn.infer.sampling import Sampling, row_generators, sample_decode
@@ -27,9 +28,12 @@ def search(
     sampling: Sampling | None = None,
     indices: list[int] | None = None,
     scores: bool = True,
+    prefix: torch.Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Greedy search (beam 1), beam search (§6.1) or, with ``sampling``, ``nbest`` samples
     (Phuong & Hutter 2022, Algorithm 15) over sources (B, S): n-best lists per sentence.
+    ``prefix`` (B, P): target tokens every hypothesis begins with (one length for the batch),
+    read in one teacher-forced pass; scores are over the whole target.
 
     A greedy hypothesis's score is its log-probability (NaN with ``scores`` False: a caller
     that keeps only the tokens spares every step a sum over the vocabulary); a beam
@@ -40,8 +44,13 @@ def search(
     ``model`` may also be a decoding engine (an object with a ``search`` method of this
     signature, e.g. ``aiayn.interop.ctranslate2.CTranslate2Engine``), which then decodes.
     """
+    if prefix is not None and not prefix.size(1):
+        prefix = None
     if not isinstance(model, torch.nn.Module):
-        return model.search(src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices)
+        extra = {} if prefix is None else {"prefix": prefix}
+        return model.search(
+            src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices, **extra
+        )
     if sampling is not None:
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
@@ -50,17 +59,18 @@ def search(
         if s.seed is not None:
             generators = row_generators(s.seed, indices, nbest)
         return sample_decode(
-            model, src, s.temperature, s.top_k, s.top_p, generators, nbest, max_len_offset
-        )
+            model, src, s.temperature, s.top_k, s.top_p, generators, nbest, max_len_offset,
+            prefix,
+        )  # fmt: skip
     if beam == 1 and nbest == 1:
-        out, log_prob = greedy_search(model, src, max_len_offset, scores=scores)  # (B, L), (B,)
+        out, log_prob = greedy_search(model, src, max_len_offset, scores=scores, prefix=prefix)
         pad_id = model.config.pad_id
         lps = log_prob.tolist() if log_prob is not None else [math.nan] * len(out)
         return [
             [Hypothesis([t for t in row if t != pad_id], lp, lp)]
             for row, lp in zip(out.tolist(), lps, strict=True)
         ]
-    return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop)
+    return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop, prefix)
 
 
 def source_ids(model, tokenizer: Tokenizer, texts: list[str]) -> tuple[list[list[int]], list[int]]:
@@ -108,6 +118,7 @@ def translate_texts(
     sampling: Sampling | None = None,
     first_index: int = 0,
     scores: bool = True,
+    prefixes: list[str] | None = None,
 ) -> tuple[list[list[tuple[str, Hypothesis]]], list[int]]:
     """n-best (text, hypothesis) lists for ``texts`` in input order, and the indices of the
     texts longer than the model's ``max_len`` (only their first ``max_len - 1`` tokens are
@@ -121,28 +132,59 @@ def translate_texts(
     ``scores`` False: greedy outputs are not scored (``search``). An empty text (or one of
     whitespace only) has nothing to translate: its translation is the empty text, with score 0
     (the log-probability of a certain outcome), the model unasked.
+
+    ``prefixes`` (one per text; "" for none): target text each translation begins with
+    (interactive translation, a fixed opening), cut into the target's tokens; sentences with
+    prefixes of different lengths are searched in groups of one length.
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")
     if sampling is not None and beam != 1:
         raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
     ids, truncated = source_ids(model, tokenizer, texts)
-    out: list = [[("", Hypothesis([], 0.0, 0.0))] if is_blank(t) else None for t in texts]
+    heads = prefix_ids(model, tokenizer, prefixes, len(texts))
+    out: list = [
+        [("", Hypothesis([], 0.0, 0.0))] if is_blank(t) and not head else None
+        for t, head in zip(texts, heads, strict=True)
+    ]
     todo = [k for k, done in enumerate(out) if done is None]
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
     device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else "cpu"
     for batch in length_batches([len(ids[k]) for k in todo], budget):
-        chunk = [todo[j] for j in batch]
-        src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
-        indices = [first_index + k for k in chunk]
-        hyps = search(
-            model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
-            scores,
-        )  # fmt: skip
-        for k, n_best in zip(chunk, hyps, strict=True):
-            texts_out = tokenizer.decode([h.tokens for h in n_best])
-            out[k] = list(zip(texts_out, n_best, strict=True))
+        by_prefix: dict[int, list[int]] = {}  # one prefix length per search
+        for j in batch:
+            by_prefix.setdefault(len(heads[todo[j]]), []).append(todo[j])
+        for width, chunk in sorted(by_prefix.items()):
+            src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
+            indices = [first_index + k for k in chunk]
+            prefix = torch.tensor([heads[k] for k in chunk], device=device) if width else None
+            hyps = search(
+                model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
+                scores, prefix,
+            )  # fmt: skip
+            for k, n_best in zip(chunk, hyps, strict=True):
+                texts_out = tokenizer.decode([h.tokens for h in n_best])
+                out[k] = list(zip(texts_out, n_best, strict=True))
     return out, truncated
+
+
+def prefix_ids(model, tokenizer: Tokenizer, prefixes: list[str] | None, n: int) -> list[list[int]]:
+    """The target tokens of each text's prefix (none: empty lists), within the model's
+    positions."""
+    if prefixes is None:
+        return [[] for _ in range(n)]
+    if len(prefixes) != n:
+        raise UserError(f"{len(prefixes)} prefixes for {n} texts: give one per text ('' for none)")
+    heads = [tokenizer.encode_target([p])[0] if p.strip() else [] for p in prefixes]
+    positions = model.config.max_positions
+    for i, head in enumerate(heads):
+        if positions is not None and len(head) + 1 >= positions:
+            raise UserError(
+                f"prefix {i + 1}: {len(head)} tokens; the model has {positions} target "
+                "positions (bos included), so a prefix may have at most "
+                f"{positions - 2}"
+            )
+    return heads
 
 
 def translate(
@@ -159,6 +201,7 @@ def translate(
     sampling: Sampling | None = None,
     first_index: int = 0,
     scores: bool = True,
+    prefixes: list[str] | None = None,
 ) -> list[list[tuple[str, float]]]:
     """n-best (translation, score) lists for ``texts``, in input order (``translate_texts``
     with the scores only; ``aiayn.load(...).translate`` gives typed results).
@@ -170,7 +213,7 @@ def translate(
     start = time.perf_counter()
     out, truncated = translate_texts(
         model, tokenizer, texts, beam, lenpen, max_len_offset, nbest, early_stop, max_tokens,
-        sampling, first_index, scores,
+        sampling, first_index, scores, prefixes,
     )  # fmt: skip
     if truncated and stats is None:
         warnings.warn(

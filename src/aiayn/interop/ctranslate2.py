@@ -69,7 +69,9 @@ CONVERSION = 2  # the conversion's format: a cached conversion of another is con
 # by an output of up to this many tokens more, as the torch engine's sinusoids allow.
 EXTRA_POSITIONS = 1024
 BEAM_PATIENCE = 2.0  # with lenpen > 0 and no early stop (CTranslate2Engine._beam_call)
-SEARCH_OPTIONS = ("beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices")
+SEARCH_OPTIONS = (
+    "beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices", "prefix",
+)  # fmt: skip
 
 
 def require_ctranslate2():
@@ -415,6 +417,7 @@ class CTranslate2Engine:
             self._ids.setdefault(piece, i)
         self._eos = self._pieces[EOS]
         self._seed_lock = threading.Lock()
+        self._heads: list[list[str]] | None = None  # the current search's target prefixes
 
     # --- token ids <-> CTranslate2's token strings -------------------------------------
 
@@ -437,12 +440,16 @@ class CTranslate2Engine:
         early_stop: bool = False,
         sampling=None,
         indices: list[int] | None = None,
+        prefix=None,
         **other,
     ) -> list[list[Hypothesis]]:
         """n-best lists per sentence for sources (B, S) of aiayn ids (a padded tensor or
         lists, each ending in eos), as ``aiayn.infer.translate.search``; see the module
         docstring for how each option maps. ``indices`` name the sentences for the torch
-        engine's seeds; CTranslate2's sampler has no such seeds and ignores them."""
+        engine's seeds; CTranslate2's sampler has no such seeds and ignores them. ``prefix``
+        (B, P): target tokens every hypothesis begins with (CTranslate2's ``target_prefix``),
+        counted in the length limit; the hypotheses are scored again by the model over the
+        whole target (CTranslate2's scores leave the prefix out)."""
         if other:
             name = sorted(other)[0]
             raise UserError(
@@ -456,7 +463,12 @@ class CTranslate2Engine:
             )
         rows = src.tolist() if hasattr(src, "tolist") else [list(r) for r in src]
         sources = [self._source(r) for r in rows]
-        limits = [min(len(s) + max_len_offset, self.max_length) for s in sources]
+        heads = None
+        if prefix is not None:
+            heads = [[self._pieces[t] for t in r] for r in prefix.tolist()] or None
+        p = len(heads[0]) if heads else 0
+        limits = [min(max(len(s) + max_len_offset, p + 1), self.max_length) for s in sources]
+        self._heads = heads  # the calls below pass them as target_prefix
         if sampling is not None:
             if beam != 1:
                 raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
@@ -469,14 +481,31 @@ class CTranslate2Engine:
             return self._greedy(sources, limits)
         return self._beam(sources, limits, beam, lenpen, nbest, early_stop)
 
-    def _common(self, limit: int) -> dict:
-        return dict(
+    def _common(self, limit: int, members: list[int] | None = None) -> dict:
+        common = dict(
             max_decoding_length=limit,
             min_decoding_length=0,
             max_input_length=0,
             return_end_token=True,
             return_scores=True,
         )
+        if self._heads:
+            heads = self._heads if members is None else [self._heads[i] for i in members]
+            common["target_prefix"] = heads
+        return common
+
+    def _rescored(self, sources, out: list[list[Hypothesis]], lenpen: float | None):
+        """Hypotheses scored by the model over the whole target (prefix included): a
+        greedy or sampled one by its log-probability, a beam's by GNMT's ``lenpen``."""
+        flat = [(i, h) for i, hyps in enumerate(out) for h in hyps]
+        scores = self._log_probs([sources[i] for i, _ in flat], [h.tokens for _, h in flat])
+        again: list[list[Hypothesis]] = [[] for _ in out]
+        for (i, h), log_prob in zip(flat, scores, strict=True):
+            score = log_prob if lenpen is None else log_prob / length_penalty(len(h.tokens), lenpen)
+            again[i].append(Hypothesis(h.tokens, score, log_prob))
+        if lenpen is not None:
+            again = [sorted(hyps, key=lambda h: -h.score) for hyps in again]
+        return again
 
     def _greedy(self, sources, limits) -> list[list[Hypothesis]]:
         """One call up to the longest limit; greedy tokens do not depend on the limit, so a
@@ -484,7 +513,7 @@ class CTranslate2Engine:
         if not sources:
             return []
         results = self.translator.translate_batch(
-            sources, beam_size=1, length_penalty=0.0, **self._common(max(limits))
+            sources, beam_size=1, length_penalty=0.0, **self._common(max(limits), None)
         )
         out, cut = [], []
         for i, (result, limit) in enumerate(zip(results, limits, strict=True)):
@@ -494,6 +523,8 @@ class CTranslate2Engine:
                 cut.append(i)
             score = float(result.scores[0])
             out.append([Hypothesis(tokens, score, score)])
+        if self._heads:  # CTranslate2's scores leave the prefix out
+            return self._rescored(sources, out, None)
         if cut:
             scores = self._log_probs([sources[i] for i in cut], [out[i][0].tokens for i in cut])
             for i, score in zip(cut, scores, strict=True):
@@ -512,18 +543,21 @@ class CTranslate2Engine:
         holds a hypothesis past its own limit is searched again alone, within it."""
         if not sources:
             return []
-        out = self._beam_call(sources, max(limits), beam, lenpen, nbest, early_stop)
+        everyone = list(range(len(sources)))
+        out = self._beam_call(sources, everyone, max(limits), beam, lenpen, nbest, early_stop)
         over = [i for i, hyps in enumerate(out) if any(len(h.tokens) > limits[i] for h in hyps)]
         for limit, members in self._groups([limits[i] for i in over]).items():
             again = [over[j] for j in members]
             redone = self._beam_call(
-                [sources[i] for i in again], limit, beam, lenpen, nbest, early_stop
+                [sources[i] for i in again], again, limit, beam, lenpen, nbest, early_stop
             )
             for i, hyps in zip(again, redone, strict=True):
                 out[i] = hyps
+        if self._heads:  # CTranslate2's scores leave the prefix out
+            out = [hyps[:nbest] for hyps in self._rescored(sources, out, lenpen)]
         return out
 
-    def _beam_call(self, sources, limit, beam, lenpen, nbest, early_stop):
+    def _beam_call(self, sources, members, limit, beam, lenpen, nbest, early_stop):
         """CTranslate2's beam search; its hypotheses rescored with GNMT's length penalty.
 
         CTranslate2 stops a sentence once ``patience * beam`` hypotheses have finished. With
@@ -537,8 +571,8 @@ class CTranslate2Engine:
             beam_size=beam,
             length_penalty=lenpen,
             patience=BEAM_PATIENCE if exhaustive else 1.0,
-            num_hypotheses=nbest if lenpen == 0 else beam,
-            **self._common(limit),
+            num_hypotheses=nbest if lenpen == 0 and not self._heads else beam,
+            **self._common(limit, members),
         )
         out = []
         for result in results:
@@ -572,7 +606,7 @@ class CTranslate2Engine:
                 translator = ctranslate2.Translator(str(self.path), **self._options)
             for limit, members in self._groups(limits).items():
                 results = translator.translate_batch(
-                    [sources[i] for i in members], **options, **self._common(limit)
+                    [sources[i] for i in members], **options, **self._common(limit, members)
                 )
                 for i, result in zip(members, results, strict=True):
                     out[i] = [self._target(p) for p in result.hypotheses]

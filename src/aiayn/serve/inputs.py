@@ -79,6 +79,16 @@ def check_beam(beam: int, config: ServeConfig, field: str = "beam") -> None:
         raise ServeError(422, message, field)
 
 
+def check_prefix(prefix: str, config: ServeConfig) -> None:
+    """A translation prefix is a text like another: at most ``--max-chars`` characters."""
+    if len(prefix) > config.max_chars:
+        raise ServeError(
+            422,
+            f"prefix: {len(prefix)} characters; at most {config.max_chars} (--max-chars)",
+            "prefix",
+        )
+
+
 def default_within(req, field: str, limit: int) -> int:
     """``req.field``, or where the client left it out, its default cut to the server's
     ``limit`` (a default is never refused)."""

@@ -194,6 +194,8 @@ def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict])
         field = properties[name]
         single = field.get("type") == "string"  # a text, not "a text or a list of texts"
         properties[name] = _texts(field, config, single=single)
+    if "prefix" in properties:
+        properties["prefix"] = {**properties["prefix"], "maxLength": config.max_chars}
     for name, limit in (
         ("beam", config.max_beam),
         ("nbest", config.max_beam),

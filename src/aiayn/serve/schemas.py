@@ -42,6 +42,9 @@ class LibreTranslateRequest(BaseModel):
     target: str = Field(description="target language code")
     format: Literal["text", "html"] = "text"
     alternatives: Int = Field(0, ge=0, description="alternative translations per text")
+    prefix: str = Field(
+        "", description="aiayn's: target text every translation begins with ('': none)"
+    )
     api_key: str | None = Field(None, description="accepted and ignored (no keys here)")
 
 
@@ -67,6 +70,9 @@ class TranslateRequest(TranslateOptions):
     model: str | None = Field(None, description="model name (optional with one translator)")
     text: Texts = Field(description="text to translate, or a list of texts")
     nbest: Int = Field(1, ge=1, description="hypotheses per text (at most beam)")
+    prefix: str = Field(
+        "", description="target text every translation of the request begins with ('': none)"
+    )
 
     @field_validator("nbest")
     @classmethod

@@ -9,6 +9,7 @@ from aiayn.serve import schemas as s
 from aiayn.serve.errors import ServeError
 from aiayn.serve.inputs import (
     LANGUAGE_NAMES,
+    check_prefix,
     check_tokens,
     form_or_json,
     libretranslate_body,
@@ -17,6 +18,7 @@ from aiayn.serve.inputs import (
 from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
+from aiayn.serve.routes.native import prefixes
 
 router = APIRouter()
 
@@ -84,6 +86,7 @@ async def libretranslate(request: Request, registry: Models):
     model, config = pick_translator(registry, req.source, req.target), registry.config
     texts = texts_of(req.q, "q", config)
     check_tokens(model, texts, req.q, "q")
+    check_prefix(req.prefix, config)
     nbest = 1 + req.alternatives
     if nbest > config.max_beam:
         message = f"alternatives: at most {config.max_beam - 1} (--max-beam {config.max_beam})"
@@ -92,8 +95,10 @@ async def libretranslate(request: Request, registry: Models):
     results = await registry.run(
         model,
         texts,
-        lambda items: model.translate(items, scores=False, **options),  # texts only
-        ("translate", tuple(sorted(options.items()))),
+        lambda items: model.translate(  # texts only
+            items, scores=False, prefix=prefixes(req.prefix, items), **options
+        ),
+        ("translate", req.prefix, tuple(sorted(options.items()))),
     )
     best = [t.text if t.hypotheses else "" for t in results]
     others = [[h.text for h in t.hypotheses[1:]] for t in results]

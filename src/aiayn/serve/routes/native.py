@@ -15,6 +15,7 @@ from aiayn.serve.errors import ServeError
 from aiayn.serve.inputs import (
     check_beam,
     check_output_length,
+    check_prefix,
     check_tokens,
     default_within,
     rounded,
@@ -61,13 +62,16 @@ async def translate(req: s.TranslateRequest, registry: Models):
     req = req.model_copy(update={"max_len_offset": offset})
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, texts, req.text, "text")
-    options = req.model_dump(exclude={"model", "text"})
+    check_prefix(req.prefix, registry.config)
+    options = req.model_dump(exclude={"model", "text", "prefix"})
     greedy = req.beam == 1 and req.nbest == 1  # answered without scores
     results = await registry.run(
         model,
         texts,
-        lambda items: model.translate(items, scores=not greedy, **options),
-        ("translate", tuple(sorted(options.items()))),
+        lambda items: model.translate(
+            items, scores=not greedy, prefix=prefixes(req.prefix, items), **options
+        ),
+        ("translate", req.prefix, tuple(sorted(options.items()))),
     )
 
     def hypothesis(h) -> s.Hypothesis:
@@ -82,6 +86,11 @@ async def translate(req: s.TranslateRequest, registry: Models):
         for t in results
     ]
     return s.TranslateResponse(model=model.name, translations=translations)
+
+
+def prefixes(prefix: str, items: list[str]) -> list[str] | None:
+    """A request's one prefix for each of the texts batched with it (None: no prefix)."""
+    return [prefix] * len(items) if prefix else None
 
 
 @router.post("/v1/attention", response_model=s.AttentionResponse)
