@@ -474,6 +474,35 @@ def ct2_beam(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def prefix_cost(results: Path) -> str:
+    """``prefix.py``: what a target prefix costs."""
+    parts = []
+    for record in latest_by(load(results, "prefix"), lambda r: (r["model_dir"], r["beam"])):
+        sec, rate = record["seconds"], record["new_tokens_per_s"]
+        rows = [
+            ["translate, no prefix", num(sec["translate"], 2), num(rate["translate"])],
+            ["the prefixes' teacher-forced pass alone", num(sec["prefix_pass"], 2), ""],
+            [
+                "translate with the prefixes",
+                num(sec["translate_with_prefix"], 2),
+                num(rate["translate_with_prefix"]),
+            ],
+        ]
+        parts.append(
+            f"`{record['model_dir']}`, beam {record['beam']}, {record['sentences']} test "
+            f"sentences, the first half of each reference as its prefix "
+            f"({record['prefix_tokens']} tokens in all):\n\n"
+            + provenance(record, "bench/prefix.py")
+            + "\n\n"
+            + table(["run", "seconds", "new tokens/s (prefix not counted)"], rows, {1, 2})
+            + "\n\n"
+            + "Translating with the prefixes took "
+            f"{record['with_prefix_over_pass_plus_rest']:.2f}x the prefixes' pass plus the "
+            "search of the tokens after them at the plain translation's rate."
+        )
+    return "\n\n".join(parts)
+
+
 def interop(results: Path) -> str:
     parts = []
     for record in latest_by(load(results, "interop"), lambda r: "interop"):
@@ -797,6 +826,12 @@ SECTIONS = [
         "model and threads, timed in turn in one process (median of the repeats); then "
         "`aiayn translate` with each engine.",
         ct2_beam,
+    ),
+    (
+        "Target prefixes",
+        "`bench/prefix.py`: `Translator.translate` with and without target prefixes, and the "
+        "prefixes' one teacher-forced pass alone, timed in turn in one process.",
+        prefix_cost,
     ),
     (
         "Interoperability on real weights",
