@@ -150,11 +150,12 @@ def translate_texts(
     todo = [k for k, done in enumerate(out) if done is None]
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
     device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else "cpu"
-    for batch in length_batches([len(ids[k]) for k in todo], budget):
-        by_prefix: dict[int, list[int]] = {}  # one prefix length per search
-        for j in batch:
-            by_prefix.setdefault(len(heads[todo[j]]), []).append(todo[j])
-        for width, chunk in sorted(by_prefix.items()):
+    by_prefix: dict[int, list[int]] = {}  # one prefix length per search: full batches of each
+    for k in todo:
+        by_prefix.setdefault(len(heads[k]), []).append(k)
+    for width, group in sorted(by_prefix.items()):
+        for batch in length_batches([len(ids[k]) for k in group], budget):
+            chunk = [group[j] for j in batch]
             src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
             indices = [first_index + k for k in chunk]
             prefix = torch.tensor([heads[k] for k in chunk], device=device) if width else None
