@@ -417,7 +417,16 @@ class CTranslate2Engine:
             self._ids.setdefault(piece, i)
         self._eos = self._pieces[EOS]
         self._seed_lock = threading.Lock()
-        self._heads: list[list[str]] | None = None  # the current search's target prefixes
+        self._local = threading.local()  # each thread's current search (its prefixes)
+
+    @property
+    def _heads(self) -> list[list[str]] | None:
+        """The target prefixes of the search this thread runs (None: none)."""
+        return getattr(self._local, "heads", None)
+
+    @_heads.setter
+    def _heads(self, heads: list[list[str]] | None) -> None:
+        self._local.heads = heads
 
     # --- token ids <-> CTranslate2's token strings -------------------------------------
 
