@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -50,7 +51,7 @@ def api_class(config: ModelConfig) -> type:
 
 
 def load(
-    path: str | Path,
+    path: str | Path | Sequence[str | Path],
     *,
     quantize: str | None = None,
     device: str | torch.device = "cpu",
@@ -65,13 +66,23 @@ def load(
         tr.translate(["Guten Morgen."], beam=4)[0].text
 
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads (CPU);
-    ``device`` is where the model runs. ``engine`` "ctranslate2" (translators only; ``pip
+    ``device`` is where the model runs. A list of translator directories loads an ensemble
+    (``Translator.ensemble``: their per-step probabilities averaged; torch engine). ``engine`` "ctranslate2" (translators only; ``pip
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
     ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
     ``path`` cannot be written, ``$XDG_CACHE_HOME/aiayn/ctranslate2``; ``quantize`` "int8":
     CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``. Bad
     directories are ``UserError``s naming the file.
     """
+    if not isinstance(path, str | Path):  # several translators: an ensemble
+        paths = list(path)
+        for p in paths:
+            check_engine(engine, load_config(Path(p)), p)
+            if kind(load_config(Path(p))) != "encoder-decoder":
+                raise UserError(f"{p}: an ensemble is of translators (encoder-decoder models)")
+        if engine != "torch":
+            raise UserError("an ensemble decodes with the torch engine (engine 'torch')")
+        return Translator.ensemble(paths, quantize=quantize, device=device)
     config = load_config(Path(path))
     check_engine(engine, config, path)
     if engine != "torch":

@@ -72,6 +72,34 @@ class Translator(LoadedModel):
         translator.decoder = decoder
         return translator
 
+    @classmethod
+    def ensemble(
+        cls,
+        paths: Sequence[Path | str],
+        *,
+        quantize: str | None = None,
+        device: str | torch.device = "cpu",
+    ) -> Translator:
+        """The translators in ``paths`` decoded as one (``aiayn.infer.ensemble.Ensemble``):
+        at every step their next-token probabilities are averaged, for greedy search, beam
+        search, sampling and prefixes alike. They must share their tokenizer (the same file)
+        and so their vocabulary; ``score`` gives the ensemble's log-probabilities."""
+        from aiayn.data.tokenizer import tokenizer_file
+        from aiayn.infer.ensemble import Ensemble
+        from aiayn.modeldir import file_sha256
+
+        paths = [Path(p) for p in paths]
+        members = [cls.from_dir(p, quantize=quantize, device=device) for p in paths]
+        digests = [file_sha256(tokenizer_file(p)) for p in paths]
+        for path, digest in zip(paths[1:], digests[1:], strict=True):
+            if digest != digests[0]:
+                raise UserError(
+                    f"{tokenizer_file(path)} differs from {tokenizer_file(paths[0])}: the models "
+                    "of an ensemble share one tokenizer (their vocabularies must be the same)"
+                )
+        model = Ensemble([m.model for m in members])
+        return cls(model, members[0].tokenizer, paths[0], members[0].run)
+
     @property
     def engine(self) -> str:
         """What ``translate`` decodes with: "torch" or "ctranslate2"."""

@@ -107,12 +107,20 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
 
 
 def load_translator(command: str, args: argparse.Namespace):
-    """The translator of ``args.model_dir`` with the engine flags (``add_engine_argument``)."""
-    from aiayn.api import load_for
+    """The translator of ``args.model_dir`` with the engine flags (``add_engine_argument``);
+    several directories (translate): their ensemble."""
+    from aiayn.api import load, load_for
 
+    dirs = args.model_dir if isinstance(args.model_dir, list) else [args.model_dir]
+    if len(dirs) > 1:
+        if args.engine != "torch":
+            raise UserError(
+                f"--engine {args.engine} decodes one model; an ensemble decodes with --engine torch"
+            )
+        return load(dirs, quantize=args.quantize)
     return load_for(
         command,
-        args.model_dir,
+        dirs[0],
         quantize=args.quantize,
         engine=args.engine,
         cache_dir=args.cache_dir,

@@ -29,7 +29,11 @@ from aiayn.errors import UserError
 
 def add_translate(sub) -> None:
     p = sub.add_parser("translate", help="translate stdin to stdout, one sentence per line")
-    p.add_argument("model_dir")
+    p.add_argument(
+        "model_dir",
+        nargs="+",
+        help="model directory; several: an ensemble (their per-step probabilities averaged)",
+    )
     add_search_arguments(p)
     p.add_argument(
         "--nbest",
