@@ -503,6 +503,24 @@ def prefix_cost(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def ensemble(results: Path) -> str:
+    """``ensemble.py``: an ensemble against its members alone."""
+    parts = []
+    for record in latest_by(load(results, "ensemble"), lambda r: tuple(r["models"])):
+        rows = [
+            [r["model"], str(r["beam"]), num(r["bleu"], 2), num(r["chrf"], 2), num(r["seconds"], 1)]
+            for r in record["rows"]
+        ]
+        parts.append(
+            f"{', '.join(f'`{m}`' for m in record['models'])} on `{record['corpus']}`'s test "
+            f"split ({record['sentences']} sentences):\n\n"
+            + provenance(record, "bench/ensemble.py")
+            + "\n\n"
+            + table(["model", "beam", "BLEU", "chrF", "seconds"], rows, {1, 2, 3, 4})
+        )
+    return "\n\n".join(parts)
+
+
 def interop(results: Path) -> str:
     parts = []
     for record in latest_by(load(results, "interop"), lambda r: "interop"):
@@ -832,6 +850,13 @@ SECTIONS = [
         "`bench/prefix.py`: `Translator.translate` with and without target prefixes, and the "
         "prefixes' one teacher-forced pass alone, timed in turn in one process.",
         prefix_cost,
+    ),
+    (
+        "Ensembles",
+        "`bench/ensemble.py`: translators trained alike but for their seed, each alone and "
+        "as an ensemble (`aiayn.load([A, B])`, per-step probabilities averaged), scored by "
+        "sacreBLEU (BLEU, chrF).",
+        ensemble,
     ),
     (
         "Interoperability on real weights",
