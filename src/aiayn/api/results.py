@@ -24,11 +24,14 @@ class Translation:
 
     ``text`` / ``score`` / ``tokens`` / ``log_prob`` are those of the best hypothesis;
     ``truncated`` says the source was longer than the model's ``max_len`` and only its first
-    ``max_len - 1`` tokens were read.
+    ``max_len - 1`` tokens were read. ``alignment`` (with ``translate(..., alignment=True)``):
+    the best hypothesis's (source word, target word) pairs, read from cross-attention
+    (``aiayn.infer.alignment``), not a trained aligner.
     """
 
     hypotheses: tuple[Hypothesis, ...]
     truncated: bool = False
+    alignment: tuple[tuple[int, int], ...] | None = None
 
     @property
     def best(self) -> Hypothesis:

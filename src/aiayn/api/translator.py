@@ -127,6 +127,7 @@ class Translator(LoadedModel):
         first_index: int = 0,
         scores: bool = True,
         prefix: Sequence[str] | None = None,
+        alignment: bool = False,
     ) -> list[Translation]:
         """The n-best translations of ``texts``, in input order.
 
@@ -142,7 +143,9 @@ class Translator(LoadedModel):
         ``prefix`` (one text per text, "" for none): target text each translation must begin
         with (a translation a person started, a fixed opening); it is read in one teacher-
         forced pass and the search goes on from its end, for greedy, beam and sampling alike;
-        hypotheses hold it and are scored over the whole target.
+        hypotheses hold it and are scored over the whole target. ``alignment``: each
+        translation's word alignment, from the torch model's cross-attention
+        (``aiayn.infer.alignment``: the method, and what it is not).
 
         With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
         search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are
@@ -162,6 +165,16 @@ class Translator(LoadedModel):
             early_stop, max_tokens, sampling, first_index, scores, prefixes,
         )  # fmt: skip
         cut = set(truncated)
+        pairs: list = [None] * len(out)
+        if alignment:
+            from aiayn.infer.alignment import align
+
+            ids, _ = decoding.source_ids(self.model, self.tokenizer, texts)
+            pairs = [
+                tuple(align(self.model, self.tokenizer, src, list(n_best[0][1].tokens)))
+                if n_best and n_best[0][1].tokens else ()
+                for src, n_best in zip(ids, out, strict=True)
+            ]  # fmt: skip
         return [
             Translation(
                 tuple(
@@ -169,6 +182,7 @@ class Translator(LoadedModel):
                     for text, h in n_best
                 ),
                 truncated=i in cut,
+                alignment=pairs[i],
             )
             for i, n_best in enumerate(out)
         ]

@@ -71,6 +71,12 @@ def add_translate(sub) -> None:
         help="with --sample: random seed (default 0)",
     )
     p.add_argument(
+        "--alignment",
+        action="store_true",
+        help="print each translation's word alignment after a tab: source-target word "
+        "index pairs (fairseq's i-j), read from cross-attention",
+    )
+    p.add_argument(
         "--prefix-file",
         help="a file of target prefixes, one per input line (empty for none): each "
         "translation begins with its line's prefix and goes on from there",
@@ -129,14 +135,22 @@ def cmd_translate(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         scored = args.nbest > 1  # a single translation is printed without its score
         results = translator.translate(
-            lines, first_index=total, scores=scored, prefix=prefixes, **options
+            lines,
+            first_index=total,
+            scores=scored,
+            prefix=prefixes,
+            alignment=args.alignment,
+            **options,
         )
         seconds += time.perf_counter() - start
         truncated = [i for i, t in enumerate(results) if t.truncated]
         _warn_truncated(truncated, total, translator.config.max_len)
         for i, result in enumerate(results):
             produced += produced_tokens(result.hypotheses, options["sampling"])
-            if args.nbest == 1:
+            if args.nbest == 1 and args.alignment:
+                pairs = " ".join(f"{i}-{j}" for i, j in result.alignment or ())
+                print(f"{one_line(result.text, tabs=True)}\t{pairs}")
+            elif args.nbest == 1:
                 print(one_line(result.text))
             else:
                 for h in result.hypotheses:

@@ -73,6 +73,11 @@ class TranslateRequest(TranslateOptions):
     prefix: str = Field(
         "", description="target text every translation of the request begins with ('': none)"
     )
+    alignment: StrictBool = Field(
+        False,
+        description="also each translation's word alignment: [source word, target word] "
+        "index pairs read from cross-attention (not a trained aligner)",
+    )
 
     @field_validator("nbest")
     @classmethod
@@ -94,6 +99,9 @@ class Translation(BaseModel):
     text: str
     score: float | None
     nbest: list[Hypothesis]
+    alignment: list[tuple[int, int]] | None = Field(
+        None, description="with alignment: true, [source word, target word] pairs"
+    )
 
 
 class TranslateResponse(BaseModel):

@@ -82,6 +82,7 @@ async def translate(req: s.TranslateRequest, registry: Models):
             text=t.text,
             score=None if greedy else t.score,
             nbest=[hypothesis(h) for h in t.hypotheses],
+            alignment=list(t.alignment) if t.alignment is not None else None,
         )
         for t in results
     ]
