@@ -168,10 +168,13 @@ class Translator(LoadedModel):
         pairs: list = [None] * len(out)
         if alignment:
             from aiayn.infer.alignment import align
+            from aiayn.infer.ensemble import Ensemble
 
+            # an ensemble's translations are aligned by its first model
+            aligner = self.model.members[0] if isinstance(self.model, Ensemble) else self.model
             ids, _ = decoding.source_ids(self.model, self.tokenizer, texts)
             pairs = [
-                tuple(align(self.model, self.tokenizer, src, list(n_best[0][1].tokens)))
+                tuple(align(aligner, self.tokenizer, src, list(n_best[0][1].tokens)))
                 if n_best and n_best[0][1].tokens else ()
                 for src, n_best in zip(ids, out, strict=True)
             ]  # fmt: skip
@@ -186,6 +189,67 @@ class Translator(LoadedModel):
             )
             for i, n_best in enumerate(out)
         ]
+
+    def translate_html(
+        self,
+        documents: Sequence[str],
+        *,
+        beam: int = 1,
+        lenpen: float = 0.6,
+        sampling: Sampling | None = None,
+        max_len_offset: int = 50,
+        early_stop: bool = False,
+        max_tokens: int = 4096,
+        names: Sequence[str] | None = None,
+    ) -> list[str]:
+        """``documents`` (HTML pages or fragments) with their text translated and their markup
+        kept: every element and attribute stays, an inline element (``<b>``, ``<a href>``)
+        around the words translated from the words it held (``aiayn.data.markup``: how, and
+        what is refused). Each segment (the text between two blocks) is translated sentence by
+        sentence, a sentence too long for the model in pieces. Search options as
+        ``translate``'s; ``names``: what errors call each document (a file name)."""
+        from aiayn.data import markup
+
+        documents = text_list(documents, "documents")
+        if names is None:
+            names = (
+                ["html"]
+                if len(documents) == 1
+                else [f"document {k + 1}" for k in range(len(documents))]
+            )
+        parsed = [markup.parse(html, name) for html, name in zip(documents, names, strict=True)]
+        limit = self.max_text_tokens
+
+        def fits(text: str) -> bool:
+            return self.token_counts([text])[0] <= limit
+
+        texts: list[str] = []
+        plan = []  # per segment: its pieces' word ranges
+        for document in parsed:
+            for segment in document.segments:
+                words = segment.words
+                ranges = markup.pieces(words, fits)
+                plan.append(ranges)
+                texts.extend(" ".join(words[a:b]) for a, b in ranges)
+        out = self.translate(
+            texts, beam=beam, lenpen=lenpen, sampling=sampling, max_len_offset=max_len_offset,
+            early_stop=early_stop, max_tokens=max_tokens, scores=False, alignment=True,
+        )  # fmt: skip
+        results, at, k = [], 0, 0
+        for document in parsed:
+            translations = []
+            for _ in document.segments:
+                words: list[str] = []
+                pairs: list[tuple[int, int]] = []
+                for a, _b in plan[k]:  # the pieces' words and alignments, end to end
+                    piece = out[at]
+                    pairs.extend((a + i, len(words) + j) for i, j in piece.alignment or ())
+                    words.extend(piece.text.split())
+                    at += 1
+                translations.append((" ".join(words), pairs))
+                k += 1
+            results.append(document.render(translations))
+        return results
 
     @torch.no_grad()
     def score(

@@ -81,6 +81,13 @@ def add_translate(sub) -> None:
         help="a file of target prefixes, one per input line (empty for none): each "
         "translation begins with its line's prefix and goes on from there",
     )
+    p.add_argument(
+        "--format",
+        choices=("text", "html"),
+        default="text",
+        help="text: one sentence per line; html: stdin is one HTML page or fragment, its text "
+        "translated and its markup kept (tags, attributes, scripts), written to stdout",
+    )
     add_stdin_arguments(p)
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -121,6 +128,9 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
+    if args.format == "html":
+        _translate_html(args, options)
+        return
     prefixes_in = file_lines(args.prefix_file, "--prefix-file") if args.prefix_file else None
     translator = load_translator("translate", args)
     total, seconds, produced = 0, 0.0, 0
@@ -167,6 +177,21 @@ def cmd_translate(args: argparse.Namespace) -> None:
         f"sentences/s, {produced / max(seconds, 1e-9):.0f} tokens/s",
         file=sys.stderr,
     )
+
+
+def _translate_html(args: argparse.Namespace, options: dict) -> None:
+    for flag, given in (
+        ("--nbest", args.nbest > 1),
+        ("--alignment", args.alignment),
+        ("--prefix-file", args.prefix_file),
+    ):
+        if given:
+            raise UserError(f"{flag} applies to --format text, not html")
+    html = "\n".join(stdin_lines(args.errors))
+    translator = load_translator("translate", args)
+    options = {k: v for k, v in options.items() if k != "nbest"}
+    (out,) = translator.translate_html([html], names=["stdin"], **options)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
 
 
 def _prefixes(lines_in, path: str | None, n: int, done: int) -> list[str] | None:
