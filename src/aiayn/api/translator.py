@@ -219,37 +219,13 @@ class Translator(LoadedModel):
             )
         parsed = [markup.parse(html, name) for html, name in zip(documents, names, strict=True)]
         limit = self.max_text_tokens
-
-        def fits(text: str) -> bool:
-            return self.token_counts([text])[0] <= limit
-
-        texts: list[str] = []
-        plan = []  # per segment: its pieces' word ranges
-        for document in parsed:
-            for segment in document.segments:
-                words = segment.words
-                ranges = markup.pieces(words, fits)
-                plan.append(ranges)
-                texts.extend(" ".join(words[a:b]) for a, b in ranges)
+        sentences = markup.Sentences(parsed, lambda text: self.token_counts([text])[0] <= limit)
         out = self.translate(
-            texts, beam=beam, lenpen=lenpen, sampling=sampling, max_len_offset=max_len_offset,
-            early_stop=early_stop, max_tokens=max_tokens, scores=False, alignment=True,
+            sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
+            max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
+            scores=False, alignment=True,
         )  # fmt: skip
-        results, at, k = [], 0, 0
-        for document in parsed:
-            translations = []
-            for _ in document.segments:
-                words: list[str] = []
-                pairs: list[tuple[int, int]] = []
-                for a, _b in plan[k]:  # the pieces' words and alignments, end to end
-                    piece = out[at]
-                    pairs.extend((a + i, len(words) + j) for i, j in piece.alignment or ())
-                    words.extend(piece.text.split())
-                    at += 1
-                translations.append((" ".join(words), pairs))
-                k += 1
-            results.append(document.render(translations))
-        return results
+        return sentences.render([(t.text, t.alignment or ()) for t in out])
 
     @torch.no_grad()
     def score(

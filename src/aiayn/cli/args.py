@@ -175,6 +175,25 @@ def stdin_lines(errors: str) -> Iterator[str]:
         yield text.rstrip("\r\n")
 
 
+def stdin_text(errors: str) -> str:
+    """All of stdin as one text (its line endings kept); bytes that are not UTF-8 as in
+    ``stdin_lines``."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream (tests): already decoded
+        return sys.stdin.read()
+    raw = stream.read()
+    try:
+        return raw.decode("utf-8", errors)
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise UserError(
+            f"stdin, line {line}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {column}); "
+            "pass --errors replace to read bad bytes as U+FFFD, or convert the input, e.g. "
+            "iconv -f latin1 -t utf-8"
+        ) from None
+
+
 def text_argument(value: str, flag: str) -> str:
     """A text given on the command line; bytes that were not UTF-8 are an error."""
     try:

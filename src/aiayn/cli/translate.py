@@ -21,6 +21,7 @@ from aiayn.cli.args import (
     load_translator,
     search_options,
     stdin_lines,
+    stdin_text,
     text_argument,
 )
 from aiayn.data.tokenizer import warn_unknown_characters
@@ -187,7 +188,7 @@ def _translate_html(args: argparse.Namespace, options: dict) -> None:
     ):
         if given:
             raise UserError(f"{flag} applies to --format text, not html")
-    html = "\n".join(stdin_lines(args.errors))
+    html = stdin_text(args.errors)
     translator = load_translator("translate", args)
     options = {k: v for k, v in options.items() if k != "nbest"}
     (out,) = translator.translate_html([html], names=["stdin"], **options)

@@ -369,7 +369,7 @@ def _fill(segment: Segment, words: list[str]) -> None:
             spaced.insert(at, ("space", None))
         if wordlike:
             wordlike_seen, broken = True, False
-        elif kind in ("point", "close") and _breaks(item.element):  # type: ignore[union-attr]
+        elif kind in ("point", "close") and _unspaced(item.element):  # type: ignore[union-attr]
             broken = True  # after <br>, or after one variant of the text, before another
         spaced.append((kind, item))
 
@@ -403,9 +403,15 @@ def _fill(segment: Segment, words: list[str]) -> None:
 
 
 def _breaks(element) -> bool:
-    """Whether ``element`` is a word break written without a space: a line break, an image,
-    hidden text (one variant of the words next to it)."""
+    """Whether ``element`` breaks a word it stands in: a void element (a line break, an
+    image) or hidden text (one variant of the words next to it)."""
     return _name(element) in VOID - {"wbr"} or element.get("hidden") is not None
+
+
+def _unspaced(element) -> bool:
+    """Whether the words on either side of ``element`` are written without a space between
+    them: a line break, hidden text (one variant of the words next to it)."""
+    return _name(element) == "br" or element.get("hidden") is not None
 
 
 def _has_text(element) -> bool:
@@ -423,6 +429,51 @@ def _clear(nodes: list[_Node]) -> None:
         if not node.point:
             node.element.text = None
             _clear(node.children)
+
+
+# --- documents as sentences -------------------------------------------------------------
+
+
+class Sentences:
+    """The sentences of ``documents`` as one list to translate (``texts``), and ``render``
+    to write their translations back: each segment cut by ``pieces``, the pieces'
+    translations and alignments joined end to end."""
+
+    def __init__(self, documents: Sequence[Document], fits: Callable[[str], bool]) -> None:
+        self.documents = list(documents)
+        self.texts: list[str] = []
+        self._plan: list[list[tuple[int, int]]] = []  # per segment: its pieces' word ranges
+        for document in self.documents:
+            for segment in document.segments:
+                words = segment.words
+                ranges = pieces(words, fits)
+                self._plan.append(ranges)
+                self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
+
+    @property
+    def characters(self) -> list[int]:
+        """Characters of text in each document (its segments' texts)."""
+        return [sum(len(s.text) for s in d.segments) for d in self.documents]
+
+    def render(self, translations: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> list[str]:
+        """The documents, given each text's (translation, (source word, target word) pairs)."""
+        if len(translations) != len(self.texts):
+            raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
+        at, k, out = 0, 0, []
+        for document in self.documents:
+            joined = []
+            for _ in document.segments:
+                words: list[str] = []
+                pairs: list[tuple[int, int]] = []
+                for a, _b in self._plan[k]:
+                    text, piece_pairs = translations[at]
+                    pairs.extend((a + i, len(words) + j) for i, j in piece_pairs)
+                    words.extend(text.split())
+                    at += 1
+                joined.append((" ".join(words), pairs))
+                k += 1
+            out.append(document.render(joined))
+        return out
 
 
 # --- long segments ------------------------------------------------------------------------

@@ -234,8 +234,6 @@ def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict])
             }
     if path == "/v1/classify":  # a class of nothing is no answer
         _each_text(properties["input"], {"pattern": r"\S"})
-    if path == "/translate" and "format" in properties:
-        properties["format"] = {**properties["format"], "enum": ["text"]}  # no HTML
     pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
     if path == "/translate" and "target" in properties:
         properties["source"] = {

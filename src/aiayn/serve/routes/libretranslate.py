@@ -4,6 +4,7 @@ so that its clients work unchanged."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
 from aiayn.serve import schemas as s
 from aiayn.serve.errors import ServeError
@@ -81,9 +82,9 @@ async def libretranslate(request: Request, registry: Models):
     """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto' picks the
     only model into ``target``), ``target``, ``alternatives``; JSON or form body."""
     req = await libretranslate_body(request, s.LibreTranslateRequest)
-    if req.format != "text":
-        raise ServeError(422, "format: only 'text' is supported (no HTML)", "format")
     model, config = pick_translator(registry, req.source, req.target), registry.config
+    if req.format == "html":
+        return await _translate_html(req, model, registry)
     texts = texts_of(req.q, "q", config)
     check_tokens(model, texts, req.q, "q")
     check_prefix(req.prefix, config)
@@ -106,7 +107,56 @@ async def libretranslate(request: Request, registry: Models):
     body: dict = {"translatedText": best[0] if single else best}
     if req.alternatives:
         body["alternatives"] = others[0] if single else others
+    return _detected(body, req, model, len(texts))
+
+
+def _detected(body: dict, req, model: ServedModel, n: int) -> dict:
     if req.source == "auto":
         guess = {"language": model.languages[0], "confidence": 100.0}
-        body["detectedLanguage"] = guess if single else [guess] * len(texts)
+        body["detectedLanguage"] = guess if isinstance(req.q, str) else [guess] * n
     return body
+
+
+async def _translate_html(req, model: ServedModel, registry: Registry) -> dict:
+    """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
+    sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds the text of
+    each document (its markup is bounded by ``--max-body-bytes``)."""
+    from aiayn.data import markup
+
+    config = registry.config
+    for field, given in (("alternatives", req.alternatives), ("prefix", req.prefix)):
+        if given:
+            raise ServeError(422, f"{field}: applies to format 'text', not 'html'", field)
+    documents = [req.q] if isinstance(req.q, str) else list(req.q)
+    texts_of([""] * len(documents), "q", config)  # at least one, at most --max-texts
+    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
+
+    def prepare() -> markup.Sentences:
+        parsed = [markup.parse(html, name) for html, name in zip(documents, names, strict=True)]
+        limit = model.max_text_tokens
+        return markup.Sentences(parsed, lambda text: model.token_counts([text])[0] <= limit)
+
+    try:
+        sentences = await run_in_threadpool(prepare)
+    except markup.MarkupError as e:
+        raise ServeError(422, str(e), "q") from None
+    for name, n in zip(names, sentences.characters, strict=True):
+        if n > config.max_chars:
+            raise ServeError(
+                422,
+                f"{name}: {n} characters of text; at most {config.max_chars} per text "
+                "(--max-chars)",
+                name,
+            )
+    options = dict(beam=config.beam)
+    results = []
+    if sentences.texts:  # a document may hold no text at all
+        results = await registry.run(
+            model,
+            sentences.texts,
+            lambda items: model.translate(items, scores=False, alignment=True, **options),
+            ("translate-aligned", tuple(sorted(options.items()))),
+        )
+    pages = sentences.render([(t.text, t.alignment or ()) for t in results])
+    body: dict = {"translatedText": pages[0] if isinstance(req.q, str) else pages}
+    return _detected(body, req, model, len(documents))
