@@ -119,3 +119,34 @@ def test_the_command_line_translates_with_an_ensemble(members, monkeypatch, caps
     argv = ["translate", *map(str, members), "--engine", "ctranslate2"]
     assert main(argv) == 2
     assert "an ensemble decodes with --engine torch" in capsys.readouterr().err
+
+
+def test_the_server_serves_an_ensemble_as_one_translator(members):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx2")
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.server import model_specs
+    from tests.serve.conftest import wait_ready
+
+    dirs = list(map(str, members))
+    [spec] = model_specs(dirs, ["both"], ["de-en"], ensemble=True)
+    with TestClient(create_app([spec], ServeConfig(beam=2))) as client:
+        wait_ready(client)
+        r = client.post("/translate", json={"q": TEXTS, "source": "de", "target": "en"})
+        want = aiayn.load(members).translate(TEXTS, beam=2)
+        assert r.json() == {"translatedText": [t.text for t in want]}
+        r = client.post("/v1/translate", json={"text": TEXTS[:2], "alignment": True})
+        got = r.json()["translations"]
+        want = aiayn.load(members).translate(TEXTS[:2], alignment=True)
+        assert [t["text"] for t in got] == [t.text for t in want]
+        assert [[tuple(p) for p in t["alignment"]] for t in got] == [list(t.alignment) for t in want]
+        assert client.get("/v1/models/both").json()["ensemble"] == dirs
+    with pytest.raises(ValueError, match="give two or more"):
+        model_specs(dirs[:1], ensemble=True)
+    with pytest.raises(ValueError, match="torch engine"):
+        model_specs(dirs, engine="ctranslate2", ensemble=True)
+    with pytest.raises(ValueError, match="at most one --name"):
+        model_specs(dirs, ["a", "b"], ensemble=True)

@@ -17,6 +17,12 @@ def add_serve(sub) -> None:
     p.add_argument("--name", action="append", help="name of each model, in order (default: dir)")
     p.add_argument("--languages", action="append", help="of each model, in order: SRC-TGT or LANG")
     p.add_argument(
+        "--ensemble",
+        action="store_true",
+        help="serve the model directories (translators) as one ensemble: their per-step "
+        "probabilities averaged",
+    )
+    p.add_argument(
         "--threads", type=int_range(0), default=0, help="torch threads (0 = torch's default)"
     )
     add_quantize_argument(p)
@@ -45,6 +51,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
         torch.set_num_threads(args.threads)
     specs = model_specs(
-        args.model_dir, args.name, args.languages, args.quantize, args.engine, args.cache_dir
+        args.model_dir,
+        args.name,
+        args.languages,
+        args.quantize,
+        args.engine,
+        args.cache_dir,
+        ensemble=args.ensemble,
     )
     run_server(specs, config, args.host, args.port)

@@ -25,7 +25,9 @@ from aiayn.modeldir import WEIGHTS_FILE, load_config
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
-    "ctranslate2" translates with CTranslate2 (``aiayn.load``'s engine)."""
+    "ctranslate2" translates with CTranslate2 (``aiayn.load``'s engine); ``members``: further
+    translators decoded with the one in ``path`` as an ensemble (their per-step probabilities
+    averaged)."""
 
     path: Path
     name: str
@@ -33,14 +35,22 @@ class ModelSpec:
     quantize: str | None = None
     engine: str = "torch"
     cache_dir: Path | None = None  # the ctranslate2 engine's cache (aiayn.load's cache_dir)
+    members: tuple[Path, ...] = ()
 
 
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     config = load_config(spec.path)
     check_engine(spec.engine, config, spec.path)
-    if not has_tokenizer(spec.path):
-        raise FileNotFoundError(f"{spec.path}: no tokenizer (tokenizer.model or tokenizer.json)")
+    for path in (spec.path, *spec.members):
+        if not has_tokenizer(path):
+            raise FileNotFoundError(f"{path}: no tokenizer (tokenizer.model or tokenizer.json)")
+    if spec.members:
+        if spec.engine != "torch":
+            raise ValueError(f"{spec.name}: an ensemble decodes with the torch engine")
+        for path in (spec.path, *spec.members):
+            if load_config(path).family != "encoder-decoder":
+                raise ValueError(f"{path}: an ensemble is of translators (encoder-decoder models)")
     if kind(config) == "encoder-only classifier":
         classifier_labels(spec.path, config.n_classes)  # as many names as classes
     if spec.languages is not None:
@@ -61,8 +71,10 @@ class ServedModel:
     def __init__(self, spec: ModelSpec) -> None:
         check_spec(spec)
         self.name, self.path = spec.name, Path(spec.path)
+        self.members = [Path(p) for p in spec.members]
+        where = [self.path, *self.members] if self.members else self.path
         self.api = aiayn.load(
-            self.path, quantize=spec.quantize, engine=spec.engine, cache_dir=spec.cache_dir
+            where, quantize=spec.quantize, engine=spec.engine, cache_dir=spec.cache_dir
         )
         self.engine = spec.engine
         self.config = self.api.config
@@ -109,6 +121,7 @@ class ServedModel:
             "quantization": self.api.quantization,
             "engine": self.engine,
             "path": str(self.path),
+            "ensemble": [str(p) for p in (self.path, *self.members)] if self.members else None,
         }
 
     # --- run on the worker thread -------------------------------------------------------

@@ -36,10 +36,30 @@ def model_specs(
     quantize: str | None = None,
     engine: str = "torch",
     cache_dir: str | None = None,
+    ensemble: bool = False,
 ) -> list[ModelSpec]:
     """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``,
-    ``--engine`` and ``--cache-dir`` to all of them."""
+    ``--engine`` and ``--cache-dir`` to all of them. ``ensemble``: the directories are one
+    translator, an ensemble (named and given languages as one)."""
     names, languages = names or [], languages or []
+    if ensemble:
+        if len(model_dirs) < 2:
+            raise ValueError(f"--ensemble: {len(model_dirs)} model directory; give two or more")
+        for flag, values in (("--name", names), ("--languages", languages)):
+            if len(values) > 1:
+                raise ValueError(f"--ensemble serves one model: give at most one {flag}")
+        first = Path(model_dirs[0])
+        spec = ModelSpec(
+            first,
+            names[0] if names else default_name(first),
+            tuple(languages[0].split("-")) if languages else None,
+            quantize,
+            engine,
+            Path(cache_dir) if cache_dir else None,
+            members=tuple(Path(p) for p in model_dirs[1:]),
+        )
+        check_spec(spec)
+        return [spec]
     for flag, values in (("--name", names), ("--languages", languages)):
         if len(values) > len(model_dirs):
             raise ValueError(f"{len(values)} {flag} for {len(model_dirs)} model directories")
