@@ -36,7 +36,7 @@ from torch import nn
 from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
 from aiayn.errors import UserError, atomic_write, read_json, read_json_object
 from aiayn.model import build_model
-from aiayn.model.layout import column_major_weights
+from aiayn.model.layout import column_major_weights, onednn_fp32, pack_linears
 from aiayn.model.quantize import check_method, quantize_int8
 
 CONFIG_FILE = "config.json"
@@ -284,6 +284,8 @@ def load_model_dir(
     model = model.to(device).eval()
     if torch.device(device).type == "cpu":
         column_major_weights(model)  # faster products from few rows (aiayn.model.layout)
+        if onednn_fp32():
+            pack_linears(model)  # oneDNN's products where MKL lags (aiayn.model.layout)
     return model
 
 

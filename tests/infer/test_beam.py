@@ -10,7 +10,7 @@ from aiayn import ModelConfig, build_model
 from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.beam import beam_decode, beam_search, best_tokens, length_penalty
 from aiayn.infer.greedy import greedy_decode, greedy_search
-from aiayn.model.layout import column_major_weights
+from aiayn.model.layout import column_major_weights, pack_linears
 from tests.tolerance import assert_close_to_scale
 
 V = 8  # ids: 0 pad, 1 unk, 2 bos, 3 eos, 4.. words
@@ -103,13 +103,18 @@ def test_batched_scripted_sentences_are_independent():
     assert all(h[0].tokens == [A, EOS] for h in hyps)
 
 
-@pytest.fixture(scope="module", params=["row-major", "column-major"])
+@pytest.fixture(scope="module", params=["row-major", "column-major", "onednn"])
 def trained_copy_model(request, _trained_copy_model):
     """The model below, with its linear weights as built (row-major) and as a model directory
-    loads them on a CPU (column-major: ``aiayn.model.layout``): every invariant holds in both."""
+    loads them on a CPU (column-major: ``aiayn.model.layout``; with oneDNN's prepacked products
+    where they are the default): every invariant holds in each."""
     model = copy.deepcopy(_trained_copy_model)
-    if request.param == "column-major":
+    if request.param != "row-major":
         column_major_weights(model)
+    if request.param == "onednn":
+        if not torch.backends.mkldnn.is_available():
+            pytest.skip("this torch has no oneDNN")
+        pack_linears(model)
     return model
 
 

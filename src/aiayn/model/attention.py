@@ -39,12 +39,13 @@ def linear_rows(proj: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
     computing the others (e.g. W_Q alone of the fused W_Q, W_K, W_V).
 
     ``proj`` is an ``nn.Linear`` or a layer with the same forward and a ``rows(start, stop)``
-    method giving the layer of those output features (an int8 layer, ``aiayn.model.quantize``).
+    method giving the layer of those output features (an int8 layer, ``aiayn.model.quantize``;
+    a prepacked float32 layer, ``aiayn.model.layout``).
     """
-    if isinstance(proj, nn.Linear):
-        bias = proj.bias[start:stop] if proj.bias is not None else None
-        return F.linear(x, proj.weight[start:stop], bias)
-    return proj.rows(start, stop)(x)
+    if hasattr(proj, "rows"):
+        return proj.rows(start, stop)(x)
+    bias = proj.bias[start:stop] if proj.bias is not None else None
+    return F.linear(x, proj.weight[start:stop], bias)
 
 
 @dataclass(frozen=True)

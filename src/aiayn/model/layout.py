@@ -32,3 +32,115 @@ def column_major_weights(model: nn.Module) -> int:
         if w.stride(0) != 1:  # not laid out yet
             module.weight.data = w.t().contiguous().t()
     return len(done)
+
+
+# --- float32 products on oneDNN ---------------------------------------------------------
+#
+# PyTorch multiplies float32 with MKL, which on AMD CPUs takes its AVX2 kernels even where the
+# CPU has AVX-512; oneDNN, also inside PyTorch, uses AVX-512 there. With the weight reordered
+# once into oneDNN's blocked layout (what PyTorch's own CPU freezing does), its products from
+# a few rows up ran 1.4-2.3x MKL's GFLOP/s on an AMD EPYC with AVX-512, while at one row MKL
+# stayed ahead (``python bench/experiments/fp32_kernels.py``). ``PackedLinear`` takes oneDNN
+# from ``ONEDNN_ROWS`` rows, MKL below; ``onednn_fp32`` says where that is the default.
+
+ONEDNN_ROWS = 4
+ENGINE_VARIABLE = "AIAYN_FP32_ENGINE"  # "mkl", "onednn" or "auto" (the default)
+
+
+def _cpu_vendor_flags() -> tuple[str, set[str]]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()  # noqa: SIM115
+    except OSError:
+        return "", set()
+    vendor, flags = "", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id" and not vendor:
+            vendor = value.strip()
+        elif key.strip() == "flags" and not flags:
+            flags = set(value.split())
+        if vendor and flags:
+            break
+    return vendor, flags
+
+
+def onednn_fp32() -> bool:
+    """Whether float32 inference products go to oneDNN: ``$AIAYN_FP32_ENGINE`` "onednn" or
+    "mkl" decides; "auto" (or unset) picks oneDNN on AMD CPUs with AVX-512, where MKL lags
+    (module doc), and MKL elsewhere."""
+    import os
+
+    import torch
+
+    choice = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
+    if choice not in ("auto", "mkl", "onednn"):
+        raise ValueError(f"${ENGINE_VARIABLE}={choice!r}: choose auto, mkl or onednn")
+    if not torch.backends.mkldnn.is_available():
+        return False
+    if choice != "auto":
+        return choice == "onednn"
+    vendor, flags = _cpu_vendor_flags()
+    return vendor == "AuthenticAMD" and "avx512f" in flags
+
+
+class PackedLinear(nn.Linear):
+    """An ``nn.Linear`` whose inference products from ``ONEDNN_ROWS`` rows run on oneDNN with
+    the weight prepacked; fewer rows, gradients, other dtypes or devices take ``F.linear``.
+    Its parameters, state dict and ties are the ``nn.Linear``'s; the packed copy (as much
+    memory again as the weight) is rebuilt when the weight changes and never saved."""
+
+    def _packed_weight(self):
+        import torch
+
+        key = (self.weight.data_ptr(), self.weight._version)
+        cached = self.__dict__.get("_packed")
+        if cached is None or cached[0] != key:
+            packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach().contiguous())
+            self.__dict__["_packed"] = cached = (key, packed)
+        return cached[1]
+
+    def forward(self, x):
+        import torch
+        import torch.nn.functional as F
+
+        if (
+            x.dtype != torch.float32
+            or x.device.type != "cpu"
+            or x.numel() < ONEDNN_ROWS * self.in_features
+            or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
+        ):
+            return F.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(
+            x.contiguous(), self._packed_weight(), self.bias, "none", [], ""
+        )
+
+    def rows(self, start: int, stop: int) -> PackedLinear:
+        """The layer of output features ``start:stop`` (its own packed copy, cached)."""
+        cache = self.__dict__.setdefault("_rows", {})
+        key = (start, stop, self.weight.data_ptr(), self.weight._version)
+        if key not in cache:
+            if len(cache) > 8:  # of weights since replaced
+                cache.clear()
+            part = PackedLinear.__new__(PackedLinear)
+            nn.Module.__init__(part)
+            part.in_features, part.out_features = self.in_features, stop - start
+            part.weight = nn.Parameter(self.weight.detach()[start:stop], requires_grad=False)
+            bias = self.bias
+            part.bias = None if bias is None else nn.Parameter(bias.detach()[start:stop], False)
+            cache[key] = part
+        return cache[key]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        return {k: v for k, v in state.items() if k not in ("_packed", "_rows")}
+
+
+def pack_linears(model: nn.Module) -> int:
+    """Make every ``nn.Linear`` of ``model`` a ``PackedLinear`` (in place; parameters, ties
+    and state dict unchanged); returns how many. For CPU inference."""
+    n = 0
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            module.__class__ = PackedLinear
+            n += 1
+    return n
