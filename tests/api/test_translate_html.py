@@ -90,7 +90,7 @@ def client(translator):
     from aiayn.serve.models import ModelSpec
     from tests.serve.conftest import wait_ready
 
-    config = ServeConfig(max_chars=600, beam=2)
+    config = ServeConfig(max_chars=5000, beam=2)
     with TestClient(create_app([ModelSpec(translator.path, "ding")], config)) as c:
         wait_ready(c)
         yield c
@@ -118,7 +118,7 @@ def test_libretranslate_format_html_gives_the_page_the_api_gives(translator, cli
         ({"q": ["<p>a</p>", "<p title='x"]}, "q", ["q[1]: line 1", "end of file"]),
         ({"q": "<p>a</p>", "alternatives": 1}, "alternatives", ["format 'text'"]),
         ({"q": "<p>a</p>", "prefix": "The"}, "prefix", ["format 'text'"]),
-        ({"q": "<p>" + "Wort " * 200 + "</p>"}, "q", ["999 characters of text", "--max-chars"]),
+        ({"q": "<p>" + "x" * 4994 + "</p>"}, "q", ["5001 characters", "--max-chars"]),
     ],
 )
 def test_libretranslate_html_errors_are_4xx_naming_the_field(client, fields, field, words):

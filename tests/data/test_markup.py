@@ -165,7 +165,6 @@ def test_sentences_join_the_pieces_of_a_segment_back_with_their_alignments():
     documents = [parse("<p>Eins. <b>Zwei</b> drei.</p>"), parse("<h1>Titel</h1>")]
     sentences = Sentences(documents, lambda t: True)
     assert sentences.texts == ["Eins.", "Zwei drei.", "Titel"]
-    assert sentences.characters == [len("Eins. Zwei drei."), len("Titel")]
     out = sentences.render(
         [("One.", [(0, 0)]), ("Two three.", [(0, 0), (1, 1)]), ("Title", [(0, 0)])]
     )

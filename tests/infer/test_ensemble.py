@@ -142,7 +142,9 @@ def test_the_server_serves_an_ensemble_as_one_translator(members):
         got = r.json()["translations"]
         want = aiayn.load(members).translate(TEXTS[:2], alignment=True)
         assert [t["text"] for t in got] == [t.text for t in want]
-        assert [[tuple(p) for p in t["alignment"]] for t in got] == [list(t.alignment) for t in want]
+        assert [[tuple(p) for p in t["alignment"]] for t in got] == [
+            list(t.alignment) for t in want
+        ]
         assert client.get("/v1/models/both").json()["ensemble"] == dirs
     with pytest.raises(ValueError, match="give two or more"):
         model_specs(dirs[:1], ensemble=True)

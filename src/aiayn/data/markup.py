@@ -450,11 +450,6 @@ class Sentences:
                 self._plan.append(ranges)
                 self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
 
-    @property
-    def characters(self) -> list[int]:
-        """Characters of text in each document (its segments' texts)."""
-        return [sum(len(s.text) for s in d.segments) for d in self.documents]
-
     def render(self, translations: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> list[str]:
         """The documents, given each text's (translation, (source word, target word) pairs)."""
         if len(translations) != len(self.texts):

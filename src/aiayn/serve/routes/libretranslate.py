@@ -119,16 +119,15 @@ def _detected(body: dict, req, model: ServedModel, n: int) -> dict:
 
 async def _translate_html(req, model: ServedModel, registry: Registry) -> dict:
     """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
-    sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds the text of
-    each document (its markup is bounded by ``--max-body-bytes``)."""
+    sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
+    document, markup included (as LibreTranslate's character limit does)."""
     from aiayn.data import markup
 
     config = registry.config
     for field, given in (("alternatives", req.alternatives), ("prefix", req.prefix)):
         if given:
             raise ServeError(422, f"{field}: applies to format 'text', not 'html'", field)
-    documents = [req.q] if isinstance(req.q, str) else list(req.q)
-    texts_of([""] * len(documents), "q", config)  # at least one, at most --max-texts
+    documents = texts_of(req.q, "q", config)  # the whole markup within --max-chars
     names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
 
     def prepare() -> markup.Sentences:
@@ -140,14 +139,6 @@ async def _translate_html(req, model: ServedModel, registry: Registry) -> dict:
         sentences = await run_in_threadpool(prepare)
     except markup.MarkupError as e:
         raise ServeError(422, str(e), "q") from None
-    for name, n in zip(names, sentences.characters, strict=True):
-        if n > config.max_chars:
-            raise ServeError(
-                422,
-                f"{name}: {n} characters of text; at most {config.max_chars} per text "
-                "(--max-chars)",
-                name,
-            )
     options = dict(beam=config.beam)
     results = []
     if sentences.texts:  # a document may hold no text at all
