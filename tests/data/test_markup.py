@@ -144,6 +144,14 @@ def test_elements_left_open_at_the_end_are_closed_there():
     )
 
 
+def test_an_empty_translation_keeps_the_markup_and_markup_in_a_translation_is_text():
+    document = parse("<p>Ein <b>fetter <i>x</i></b> Satz<br>hier</p>")
+    assert document.render([("", [])]) == "<p><b><i></i></b><br></p>"
+    document = parse("<p>Ein <b>fetter</b> Satz</p>")
+    out = document.render([("a <b> & c", [(0, 0), (1, 1)])])
+    assert out == "<p>a <b>&lt;b&gt;</b> &amp; c</p>"
+
+
 def test_render_needs_one_translation_per_segment():
     document = parse("<p>eins</p><p>zwei</p>")
     with pytest.raises(ValueError, match="1 translations for 2 segments"):

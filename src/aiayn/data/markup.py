@@ -102,9 +102,8 @@ class Segment:
 class Document:
     """A parsed page or fragment: its ``segments`` to translate, ``render`` to write it back."""
 
-    def __init__(self, root: ElementTree.Element, fragment: bool) -> None:
+    def __init__(self, root: ElementTree.Element) -> None:
         self._root = root
-        self._fragment = fragment
         self.segments: list[Segment] = []
         _collect(root, self.segments)
 
@@ -131,7 +130,7 @@ def parse(html: str, where: str = "html") -> Document:
     for (line, column), code, data in parser.errors:
         if _FATAL.search(code) and code not in _CLOSED_AT_END and "doctype" not in code:
             raise MarkupError(f"{where}: line {line}, column {column}: {_message(code, data)}")
-    return Document(root, fragment=not document)
+    return Document(root)
 
 
 def serialize(root: ElementTree.Element) -> str:
