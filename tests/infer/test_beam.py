@@ -10,6 +10,7 @@ from aiayn import ModelConfig, build_model
 from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.beam import beam_decode, beam_search, best_tokens, length_penalty
 from aiayn.infer.greedy import greedy_decode, greedy_search
+from aiayn.model import layout
 from aiayn.model.layout import column_major_weights, pack_linears
 from tests.tolerance import assert_close_to_scale
 
@@ -111,11 +112,15 @@ def trained_copy_model(request, _trained_copy_model):
     model = copy.deepcopy(_trained_copy_model)
     if request.param != "row-major":
         column_major_weights(model)
-    if request.param == "onednn":
-        if not torch.backends.mkldnn.is_available():
-            pytest.skip("this torch has no oneDNN")
-        pack_linears(model)
-    return model
+    if request.param != "onednn":
+        yield model
+        return
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    pack_linears(model)
+    with pytest.MonkeyPatch.context() as patch:  # this tiny model's products all on oneDNN
+        patch.setattr(layout, "ONEDNN_MACS", 0)
+        yield model
 
 
 @pytest.fixture(scope="module")

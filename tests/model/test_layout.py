@@ -82,7 +82,8 @@ def _packed(model):
     return pack_linears(model)
 
 
-def test_packed_linears_keep_parameters_ties_and_state_and_match_mkl():
+def test_packed_linears_keep_parameters_ties_and_state_and_match_mkl(monkeypatch):
+    monkeypatch.setattr(layout, "ONEDNN_MACS", 0)  # this tiny model's products on oneDNN too
     model, reference = _model(), _model()
     before = {name: t.clone() for name, t in model.state_dict().items()}
     n = _packed(model)
@@ -101,6 +102,7 @@ def test_packed_linears_keep_parameters_ties_and_state_and_match_mkl():
 def test_a_packed_linear_takes_onednn_from_its_threshold_and_mkl_below(monkeypatch):
     linear = torch.nn.Linear(16, 24)
     pack_linears(torch.nn.Sequential(linear))
+    monkeypatch.setattr(layout, "ONEDNN_MACS", ONEDNN_ROWS * 16 * 24)
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(
@@ -114,9 +116,13 @@ def test_a_packed_linear_takes_onednn_from_its_threshold_and_mkl_below(monkeypat
         x = torch.randn(2, 5, 16)  # (B, T, K): rows counted over both
         assert_close_to_scale(linear(x), F.linear(x, linear.weight, linear.bias))
         assert len(calls) == 3
+        monkeypatch.setattr(layout, "ONEDNN_MACS", 10 * 16 * 24 + 1)  # a product too small
+        linear(x)
+        assert len(calls) == 3
 
 
-def test_a_packed_linear_follows_its_weight_and_trains_through_f_linear():
+def test_a_packed_linear_follows_its_weight_and_trains_through_f_linear(monkeypatch):
+    monkeypatch.setattr(layout, "ONEDNN_MACS", 0)
     linear = torch.nn.Linear(8, 8)
     pack_linears(torch.nn.Sequential(linear))
     x = torch.randn(ONEDNN_ROWS * 2, 8)
@@ -130,7 +136,8 @@ def test_a_packed_linear_follows_its_weight_and_trains_through_f_linear():
     assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
 
 
-def test_packed_rows_equal_the_rows_of_the_product():
+def test_packed_rows_equal_the_rows_of_the_product(monkeypatch):
+    monkeypatch.setattr(layout, "ONEDNN_MACS", 0)
     linear = torch.nn.Linear(8, 24)
     pack_linears(torch.nn.Sequential(linear))
     x = torch.randn(2, 6, 8)
@@ -140,7 +147,8 @@ def test_packed_rows_equal_the_rows_of_the_product():
         assert_close_to_scale(linear_rows(linear, x, 0, 8), whole[..., :8])
 
 
-def test_a_packed_model_copies_and_saves_as_before(tmp_path):
+def test_a_packed_model_copies_and_saves_as_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(layout, "ONEDNN_MACS", 0)
     model = _model()
     save_model_dir(tmp_path / "a", model)
     _packed(model)

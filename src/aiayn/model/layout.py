@@ -38,12 +38,16 @@ def column_major_weights(model: nn.Module) -> int:
 #
 # PyTorch multiplies float32 with MKL, which on AMD CPUs takes its AVX2 kernels even where the
 # CPU has AVX-512; oneDNN, also inside PyTorch, uses AVX-512 there. With the weight reordered
-# once into oneDNN's blocked layout (what PyTorch's own CPU freezing does), its products from
-# a few rows up ran 1.4-2.3x MKL's GFLOP/s on an AMD EPYC with AVX-512, while at one row MKL
-# stayed ahead (``python bench/experiments/fp32_kernels.py``). ``PackedLinear`` takes oneDNN
-# from ``ONEDNN_ROWS`` rows, MKL below; ``onednn_fp32`` says where that is the default.
+# once into oneDNN's blocked layout (what PyTorch's own CPU freezing does), its products ran
+# 1.1-2.3x MKL's GFLOP/s on an AMD EPYC with AVX-512 from 4 rows and half a million
+# multiply-adds up (the shipped model's shapes, one thread), while MKL stayed ahead below
+# (0.4-0.97x at one row, or at 4 rows of a 256 x 256 product):
+# ``python bench/experiments/fp32_kernels.py``. ``PackedLinear`` takes oneDNN from
+# ``ONEDNN_ROWS`` rows and ``ONEDNN_MACS`` multiply-adds, MKL below; ``onednn_fp32`` says
+# where that is the default.
 
 ONEDNN_ROWS = 4
+ONEDNN_MACS = 1 << 19
 ENGINE_VARIABLE = "AIAYN_FP32_ENGINE"  # "mkl", "onednn" or "auto" (the default)
 
 
@@ -84,8 +88,9 @@ def onednn_fp32() -> bool:
 
 
 class PackedLinear(nn.Linear):
-    """An ``nn.Linear`` whose inference products from ``ONEDNN_ROWS`` rows run on oneDNN with
-    the weight prepacked; fewer rows, gradients, other dtypes or devices take ``F.linear``.
+    """An ``nn.Linear`` whose inference products from ``ONEDNN_ROWS`` rows and ``ONEDNN_MACS``
+    multiply-adds run on oneDNN with the weight prepacked; smaller ones, gradients, other
+    dtypes or devices take ``F.linear``.
     Its parameters, state dict and ties are the ``nn.Linear``'s; the packed copy (as much
     memory again as the weight) is rebuilt when the weight changes and never saved."""
 
@@ -107,6 +112,7 @@ class PackedLinear(nn.Linear):
             x.dtype != torch.float32
             or x.device.type != "cpu"
             or x.numel() < ONEDNN_ROWS * self.in_features
+            or x.numel() * self.out_features < ONEDNN_MACS
             or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
         ):
             return F.linear(x, self.weight, self.bias)
