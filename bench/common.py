@@ -109,6 +109,14 @@ def command() -> str:
     return shlex.join(["python", str(script), *sys.argv[1:]])
 
 
+def fp32_engine() -> str:
+    """Where aiayn's float32 inference products run in this process: "onednn" or "mkl"
+    (``aiayn.model.layout.onednn_fp32``: the CPU, or $AIAYN_FP32_ENGINE)."""
+    from aiayn.model.layout import onednn_fp32
+
+    return "onednn" if onednn_fp32() else "mkl"
+
+
 def write_result(name: str, record: dict) -> Path:
     """Append ``record`` to bench/results/NAME.jsonl with the time, machine, command and commit
     (what docs/performance.md names beside each table; bench/report.py writes that page)."""
@@ -120,6 +128,7 @@ def write_result(name: str, record: dict) -> Path:
         "command": command(),
         "commit": commit(),
         **({"allocator": _ALLOCATOR} if _ALLOCATOR else {}),
+        "fp32_engine": fp32_engine(),
         **record,
     }
     with open(path, "a") as f:
