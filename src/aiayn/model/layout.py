@@ -12,6 +12,8 @@ reads it untransposed.
 
 from __future__ import annotations
 
+import functools
+
 from torch import nn
 
 
@@ -51,11 +53,14 @@ ONEDNN_MACS = 1 << 19
 ENGINE_VARIABLE = "AIAYN_FP32_ENGINE"  # "mkl", "onednn" or "auto" (the default)
 
 
-def _cpu_vendor_flags() -> tuple[str, set[str]]:
+@functools.cache
+def _cpu_vendor_flags() -> tuple[str, frozenset[str]]:
+    """The CPU's vendor id and flags (Linux; empty elsewhere), read once."""
     try:
-        text = open("/proc/cpuinfo", encoding="utf-8").read()  # noqa: SIM115
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            text = f.read()
     except OSError:
-        return "", set()
+        return "", frozenset()
     vendor, flags = "", set()
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -65,7 +70,7 @@ def _cpu_vendor_flags() -> tuple[str, set[str]]:
             flags = set(value.split())
         if vendor and flags:
             break
-    return vendor, flags
+    return vendor, frozenset(flags)
 
 
 def onednn_fp32() -> bool:
