@@ -92,16 +92,22 @@ def read_text(path: Path, what: str = "file") -> str:
     return decode_utf8(data, path)
 
 
-def decode_utf8(data: bytes, where: Path | str) -> str:
-    """``data`` as UTF-8 text; invalid bytes are a ``UserError`` naming the line and column."""
+def decode_utf8(
+    data: bytes,
+    where: Path | str,
+    errors: str = "strict",
+    fix: str = "convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8",
+) -> str:
+    """``data`` as UTF-8 text; invalid bytes are a ``UserError`` naming the line and column
+    and saying how to ``fix`` them (unless ``errors`` is "replace" or "ignore")."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8", errors)
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise UserError(
             f"{where}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at column {column}); "
-            "convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8"
+            f"{fix}"
         ) from None
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from aiayn.api.load import ENGINES
-from aiayn.errors import UserError
+from aiayn.errors import UserError, decode_utf8
 
 
 def int_range(low: int, high: int | None = None):
@@ -181,17 +181,11 @@ def stdin_text(errors: str) -> str:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream (tests): already decoded
         return sys.stdin.read()
-    raw = stream.read()
-    try:
-        return raw.decode("utf-8", errors)
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise UserError(
-            f"stdin, line {line}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {column}); "
-            "pass --errors replace to read bad bytes as U+FFFD, or convert the input, e.g. "
-            "iconv -f latin1 -t utf-8"
-        ) from None
+    fix = (
+        "pass --errors replace to read bad bytes as U+FFFD, or convert the input, e.g. "
+        "iconv -f latin1 -t utf-8"
+    )
+    return decode_utf8(stream.read(), "stdin", errors, fix)
 
 
 def text_argument(value: str, flag: str) -> str:
