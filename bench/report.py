@@ -508,6 +508,92 @@ def prefix_cost(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def train_precision(results: Path) -> str:
+    """``train_precision.py``: the main job's training at float32 and bf16, per series."""
+    records = load(results, "train_precision")
+    parts = []
+    for series in dict.fromkeys(r["series"] for r in records):
+        runs = [r for r in records if r["series"] == series]
+        rows = [
+            [r["row"]["precision"], str(r["row"]["run"]), num(r["row"]["steps"]),
+             num(r["row"]["tokens_per_s"]), num(r["row"]["valid_loss"], 3),
+             num(r["row"]["bleu"], 2), num(r["row"]["chrf"], 2)]
+            for r in runs
+        ]  # fmt: skip
+        by = {}
+        for r in runs:
+            by.setdefault(r["row"]["precision"], []).append(r["row"])
+        means = [
+            f"{p}: {num(sum(x['steps'] for x in xs) / len(xs))} steps, chrF "
+            f"{num(sum(x['chrf'] for x in xs) / len(xs), 2)} (mean of {len(xs)})"
+            for p, xs in by.items()
+        ]
+        parts.append(
+            f"`{runs[0]['config']}`{' with ' + ', '.join(runs[0]['sets']) if runs[0]['sets'] else ''}"
+            f", test split greedy:\n\n"
+            + provenance(runs[-1], "bench/train_precision.py")
+            + "\n\n"
+            + table(
+                ["precision", "run", "steps", "tokens/s", "valid loss", "BLEU", "chrF"],
+                rows,
+                {1, 2, 3, 4, 5, 6},
+            )
+            + "\n\n"
+            + "; ".join(means)
+            + "."
+        )
+    return "\n\n".join(parts)
+
+
+def fp32_kernels(results: Path) -> str:
+    """``experiments/fp32_kernels.py``: MKL against prepacked oneDNN, by shape and rows."""
+    parts = []
+    for record in latest_by(load(results, "fp32_kernels"), lambda r: r["machine"].get("cpu")):
+        rows = [
+            [f"{r['shape']} ({r['k']} x {r['n']})", str(r["rows"]), num(r["mkl_gflops"], 1),
+             num(r["onednn_gflops"], 1), f"{r['onednn_speedup']:.2f}x"]
+            for r in record["rows"]
+        ]  # fmt: skip
+        parts.append(
+            f"`{record['model']}`'s shapes, {record['threads']} thread(s), median of "
+            f"{record['repeats']}:\n\n"
+            + provenance(record, "bench/experiments/fp32_kernels.py")
+            + "\n\n"
+            + table(
+                ["product", "rows", "MKL GFLOP/s", "oneDNN GFLOP/s", "oneDNN / MKL"],
+                rows,
+                {1, 2, 3, 4},
+            )  # fmt: skip
+        )
+    return "\n\n".join(parts)
+
+
+def hosts(results: Path) -> str:
+    """Every machine the records were measured on, with how many records and when."""
+    seen: dict[tuple, dict] = {}
+    for path in sorted(results.glob("*.jsonl")):
+        for record in load(results, path.stem):
+            machine = record.get("machine", {})
+            flags = machine.get("cpu_flags")
+            key = (
+                machine.get("cpu", "not recorded"),
+                "not recorded" if flags is None else ", ".join(flags) or "none",
+                machine.get("cores", "?"),
+            )
+            entry = seen.setdefault(key, {"records": 0, "files": set(), "dates": []})
+            entry["records"] += 1
+            entry["files"].add(path.stem)
+            entry["dates"].append(record.get("time", "")[:10])
+    rows = [
+        [cpu, flags, str(cores), str(e["records"]), min(d for d in e["dates"] if d) or "?",
+         max(e["dates"]) or "?", ", ".join(sorted(e["files"]))]
+        for (cpu, flags, cores), e in seen.items()
+    ]  # fmt: skip
+    return table(
+        ["CPU", "vector units", "cores", "records", "first", "last", "comparisons"], rows, {2, 3}
+    )
+
+
 def ensemble(results: Path) -> str:
     """``ensemble.py``: an ensemble against its members alone."""
     parts = []
@@ -857,6 +943,13 @@ SECTIONS = [
         prefix_cost,
     ),
     (
+        "Training precision",
+        "`bench/train_precision.py`: the main job's training for its minutes at float32 and at "
+        "bf16 autocast, alternated, each run then translating the test split greedily "
+        "(sacreBLEU).",
+        train_precision,
+    ),
+    (
         "Ensembles",
         "`bench/ensemble.py`: translators trained alike but for their seed, each alone and "
         "as an ensemble (`aiayn.load([A, B])`, per-step probabilities averaged), scored by "
@@ -910,6 +1003,13 @@ EXPERIMENTS = [
         linear_layout,
     ),
     (
+        "Float32 products: MKL and oneDNN",
+        "Which float32 product is faster by shape and rows: PyTorch's default (MKL, the "
+        "weight column-major as a model directory loads it) or oneDNN with the weight "
+        "prepacked (`aiayn.model.layout.PackedLinear`, the default on AMD CPUs with AVX-512).",
+        fp32_kernels,
+    ),
+    (
         "int8 products: fbgemm and oneDNN",
         "Which of PyTorch's two dynamic int8 products is faster by shape and rows; "
         "`aiayn.model.quantize` uses oneDNN for large outputs where the CPU has AMX.",
@@ -936,6 +1036,13 @@ turn in one process are the figures to compare.
 
 def render(results: Path = RESULTS) -> str:
     out = [HEADER]
+    machines = hosts(results)
+    if machines.count("\n") > 1:
+        out.append(
+            "## Hosts measured\n\nEvery machine a record below was measured on (the CPU as "
+            "`/proc/cpuinfo` names it, the vector units PyTorch's kernels choose by); each "
+            "table names its own.\n\n" + machines + "\n"
+        )
     for title, intro, section in SECTIONS:
         body = section(results)
         if body:

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -69,11 +70,9 @@ def main() -> int:
             for rows in rows_list:
                 x = torch.randn(rows, k)
                 flops = 2 * rows * k * n
-                mkl = timed(lambda: F.linear(x, column_major, bias), args.repeats)
-                onednn = timed(
-                    lambda: torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], ""),
-                    args.repeats,
-                )
+                mkl = timed(partial(F.linear, x, column_major, bias), args.repeats)
+                pointwise = torch.ops.mkldnn._linear_pointwise
+                onednn = timed(partial(pointwise, x, packed, bias, "none", [], ""), args.repeats)
                 row = {
                     "shape": name, "k": k, "n": n, "rows": rows,
                     "mkl_gflops": round(flops / mkl / 1e9, 1),
