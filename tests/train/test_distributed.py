@@ -74,16 +74,28 @@ def test_bf16_autocast_trains_on_the_cpu(sample_corpus, tmp_path):
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     summary = trainer.fit()
     assert trainer.ctx.precision == "bf16"
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
+    [event] = [r for r in records if r.get("event") == "precision"]
+    assert event["precision"] == "bf16" and event["why"] == "train.precision = bf16"
+    assert json.loads((tmp_path / "run.json").read_text())["precision"] == "bf16"
+    assert json.loads((tmp_path / "model" / "run.json").read_text())["precision"] == "bf16"
     assert torch.isfinite(torch.tensor(summary["valid_loss"]))
     after = trainer.model.state_dict()
     assert all(after[k].dtype == torch.float32 for k in after)  # master weights stay fp32
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
-def test_device_and_precision_choices():
+def test_device_and_precision_choices(monkeypatch):
     cpu = torch.device("cpu")
     assert ddp.pick_device("cpu") == cpu
+    assert ddp.pick_precision("auto", cpu) == ("bf16" if ddp.cpu_bf16() else "fp32")
+    monkeypatch.setattr(ddp, "cpu_bf16", lambda: None)  # a CPU without bf16 units
     assert ddp.pick_precision("auto", cpu) == "fp32"
+    assert "no bf16 units" in ddp.precision_reason("auto", cpu, "fp32")
+    monkeypatch.setattr(ddp, "cpu_bf16", lambda: "avx512_bf16")
+    assert ddp.pick_precision("auto", cpu) == "bf16"
+    assert ddp.pick_precision("fp32", cpu) == "fp32"  # a choice stays the user's
+    assert "this CPU has avx512_bf16 units" in ddp.precision_reason("auto", cpu, "bf16")
     with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
         ddp.pick_precision("fp16", cpu)
     with pytest.raises(ValueError, match="train.precision must be one of"):

@@ -9,6 +9,7 @@ the GPU supports it, fp16 autocast with a gradient scaler otherwise, TF32 matmul
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -61,8 +62,24 @@ def pick_device(choice: str, local_rank: int = 0) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
+@functools.cache
+def cpu_bf16() -> str | None:
+    """The bf16 units of this CPU that PyTorch's oneDNN multiplies on ("amx_bf16" or
+    "avx512_bf16"), or None."""
+    try:
+        capabilities = torch.cpu.get_capabilities()
+    except (AttributeError, RuntimeError):  # an older torch, or a CPU it cannot read
+        return None
+    for unit in ("amx_bf16", "avx512_bf16"):
+        if capabilities.get(unit):
+            return unit
+    return None
+
+
 def pick_precision(choice: str, device: torch.device) -> str:
-    """``auto``: bf16 on a GPU that has it, fp16 on an older GPU, fp32 on the CPU."""
+    """``auto``: bf16 on a GPU that has it, fp16 on an older GPU; on the CPU bf16 where it has
+    bf16 units (``cpu_bf16``), fp32 elsewhere. On a CPU with AVX-512 bf16 the demo's 15
+    minutes gave 1.17x the steps and as good a model (docs/training.md)."""
     if choice not in PRECISIONS:
         raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {choice!r}")
     if device.type != "cuda":
@@ -70,12 +87,25 @@ def pick_precision(choice: str, device: torch.device) -> str:
             raise ValueError(
                 "train.precision=fp16 needs a CUDA device; use fp32 or bf16 on the CPU"
             )
-        return "fp32" if choice == "auto" else choice
+        if choice == "auto":
+            return "bf16" if cpu_bf16() else "fp32"
+        return choice
     if choice == "auto":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     if choice == "bf16" and not torch.cuda.is_bf16_supported():
         raise ValueError(f"train.precision=bf16: {torch.cuda.get_device_name(device)} lacks bf16")
     return choice
+
+
+def precision_reason(choice: str, device: torch.device, picked: str) -> str:
+    """Why ``picked`` was chosen, for the run's log."""
+    if choice != "auto":
+        return f"train.precision = {choice}"
+    if device.type == "cuda":
+        return f"train.precision = auto: {picked} on {torch.cuda.get_device_name(device)}"
+    if picked == "bf16":
+        return f"train.precision = auto: this CPU has {cpu_bf16()} units"
+    return "train.precision = auto: this CPU has no bf16 units"
 
 
 def setup(device: str = "auto", precision: str = "fp32") -> Context:

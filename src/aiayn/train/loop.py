@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -134,7 +135,10 @@ class Trainer:
             if not has_tokenizer(self.out_dir):
                 tokenizer = pretrained if pretrained is not None else self.task.train_tokenizer()
                 tokenizer.save(self.out_dir)
-            write_json(self.out_dir / "run.json", run.to_dict())
+            # the precision train.precision "auto" chose, beside the config
+            write_json(
+                self.out_dir / "run.json", {**run.to_dict(), "precision": self.ctx.precision}
+            )
         ddp.barrier(self.ctx)  # the other ranks read the tokenizer rank 0 wrote
         self.tokenizer = load_tokenizer(self.out_dir)
         self.tokenizer_sha256 = tokenizer_sha256(self.out_dir)
@@ -408,6 +412,11 @@ class Trainer:
 
     def _fit(self) -> dict:
         tc = self.run.train
+        why = ddp.precision_reason(tc.precision, self.ctx.device, self.ctx.precision)
+        self.log({"event": "precision", "step": self.step, "precision": self.ctx.precision,
+                  "why": why})  # fmt: skip
+        if self.progress:
+            print(f"aiayn train: {self.ctx.precision} ({why})", file=sys.stderr)
         self.model.train()
         stop = self._out_of_budget()
         while self.epoch < tc.max_epochs and not stop:
@@ -520,7 +529,7 @@ class Trainer:
         }
         if self.model_config.n_classes:
             summary["valid_accuracy"] = accuracy(model, self.valid_batches, self.ctx.device)
-        extra = {"summary": summary, **self.task.saved_extra()}
+        extra = {"summary": summary, "precision": self.ctx.precision, **self.task.saved_extra()}
         save_trained_model(self.out_dir / "model", model, self.tokenizer, self.run, extra=extra)
         self.log({"event": "finish", **summary})
         from aiayn.viz import plot_curves
