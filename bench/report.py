@@ -90,7 +90,7 @@ def provenance(record: Record, script: str) -> str:
     if record.get("allocator"):
         settings = ", ".join(f"{k} {v}" for k, v in record["allocator"]["glibc"].items())
         lines.append(f"- allocator: glibc with {settings} (`bench/common.py` steady_allocator)")
-    if record.get("fp32_engine") == "onednn":
+    if record.get("fp32_engine") == "onednn" and "train" not in script:
         lines.append(
             "- float32 products: oneDNN, prepacked (`aiayn.model.layout`; before, and with "
             "`AIAYN_FP32_ENGINE=mkl`, MKL)"
