@@ -73,6 +73,8 @@ CASES = [
     ("/translate", {"q": "Hallo", "target": "en"}),
     ("/translate", {"q": "Hallo", "source": "de", "target": "fr"}),  # not served
     ("/translate", {"q": "Hallo", "target": "en", "format": "html"}),
+    ("/translate", {"q": "<p>Hallo</p>", "target": "en", "format": "html", "prefix": "The"}),
+    ("/translate", {"q": "<p>Hallo</p>", "target": "en", "format": "html", "alternatives": 1}),
 ]
 
 

@@ -234,6 +234,12 @@ def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict])
             }
     if path == "/v1/classify":  # a class of nothing is no answer
         _each_text(properties["input"], {"pattern": r"\S"})
+    if path == "/translate" and "format" in properties:  # html: no prefix, no alternatives
+        schema["anyOf"] = [
+            {"not": {"required": ["format"]}},
+            {"properties": {"format": {"const": "text"}}},
+            {"properties": {"prefix": {"maxLength": 0}, "alternatives": {"maximum": 0}}},
+        ]
     pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
     if path == "/translate" and "target" in properties:
         properties["source"] = {
