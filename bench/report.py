@@ -585,7 +585,7 @@ def hosts(results: Path) -> str:
             entry["files"].add(path.stem)
             entry["dates"].append(record.get("time", "")[:10])
     rows = [
-        [cpu, flags, str(cores), str(e["records"]), min(d for d in e["dates"] if d) or "?",
+        [cpu, flags, str(cores), str(e["records"]), min(filter(None, e["dates"]), default="?"),
          max(e["dates"]) or "?", ", ".join(sorted(e["files"]))]
         for (cpu, flags, cores), e in seen.items()
     ]  # fmt: skip

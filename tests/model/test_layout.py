@@ -136,6 +136,18 @@ def test_a_packed_linear_follows_its_weight_and_trains_through_f_linear(monkeypa
     assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
 
 
+def test_packed_rows_keep_gradients_flowing_to_the_fused_weight(monkeypatch):
+    monkeypatch.setattr(layout, "ONEDNN_MACS", 0)
+    linear, plain = torch.nn.Linear(8, 24), torch.nn.Linear(8, 24)
+    plain.load_state_dict(linear.state_dict())
+    pack_linears(torch.nn.Sequential(linear))
+    x = torch.randn(2, 6, 8)
+    linear_rows(linear, x, 8, 24).square().sum().backward()
+    linear_rows(plain, x, 8, 24).square().sum().backward()
+    assert_close_to_scale(linear.weight.grad, plain.weight.grad)
+    assert linear.weight.grad[8:].abs().sum() > 0
+
+
 def test_packed_rows_equal_the_rows_of_the_product(monkeypatch):
     monkeypatch.setattr(layout, "ONEDNN_MACS", 0)
     linear = torch.nn.Linear(8, 24)

@@ -217,9 +217,8 @@ class Translator(LoadedModel):
                 if len(documents) == 1
                 else [f"document {k + 1}" for k in range(len(documents))]
             )
-        parsed = [markup.parse(html, name) for html, name in zip(documents, names, strict=True)]
         limit = self.max_text_tokens
-        sentences = markup.Sentences(parsed, lambda text: self.token_counts([text])[0] <= limit)
+        sentences = markup.read(documents, names, lambda t: self.token_counts([t])[0] <= limit)
         out = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,

@@ -470,6 +470,12 @@ class Sentences:
         return out
 
 
+def read(documents: Sequence[str], names: Sequence[str], fits: Callable[[str], bool]) -> Sentences:
+    """``documents`` parsed (errors named by ``names``) as the ``Sentences`` to translate."""
+    parsed = [parse(html, name) for html, name in zip(documents, names, strict=True)]
+    return Sentences(parsed, fits)
+
+
 # --- long segments ------------------------------------------------------------------------
 
 

@@ -13,7 +13,10 @@ reads it untransposed.
 from __future__ import annotations
 
 import functools
+import os
 
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -77,10 +80,6 @@ def onednn_fp32() -> bool:
     """Whether float32 inference products go to oneDNN: ``$AIAYN_FP32_ENGINE`` "onednn" or
     "mkl" decides; "auto" (or unset) picks oneDNN on AMD CPUs with AVX-512, where MKL lags
     (module doc), and MKL elsewhere."""
-    import os
-
-    import torch
-
     choice = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
     if choice not in ("auto", "mkl", "onednn"):
         raise ValueError(f"${ENGINE_VARIABLE}={choice!r}: choose auto, mkl or onednn")
@@ -100,8 +99,6 @@ class PackedLinear(nn.Linear):
     memory again as the weight) is rebuilt when the weight changes and never saved."""
 
     def _packed_weight(self):
-        import torch
-
         key = (self.weight.data_ptr(), self.weight._version)
         cached = self.__dict__.get("_packed")
         if cached is None or cached[0] != key:
@@ -110,9 +107,6 @@ class PackedLinear(nn.Linear):
         return cached[1]
 
     def forward(self, x):
-        import torch
-        import torch.nn.functional as F
-
         if (
             x.dtype != torch.float32
             or x.device.type != "cpu"
@@ -126,7 +120,11 @@ class PackedLinear(nn.Linear):
         )
 
     def rows(self, start: int, stop: int) -> PackedLinear:
-        """The layer of output features ``start:stop`` (its own packed copy, cached)."""
+        """The layer of output features ``start:stop`` (its own packed copy, cached); with
+        gradients, the product of the weight's rows, differentiable."""
+        if torch.is_grad_enabled() and self.weight.requires_grad:
+            bias = None if self.bias is None else self.bias[start:stop]
+            return functools.partial(F.linear, weight=self.weight[start:stop], bias=bias)
         cache = self.__dict__.setdefault("_rows", {})
         key = (start, stop, self.weight.data_ptr(), self.weight._version)
         if key not in cache:

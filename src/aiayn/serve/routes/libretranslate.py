@@ -130,13 +130,13 @@ async def _translate_html(req, model: ServedModel, registry: Registry) -> dict:
     documents = texts_of(req.q, "q", config)  # the whole markup within --max-chars
     names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
 
-    def prepare() -> markup.Sentences:
-        parsed = [markup.parse(html, name) for html, name in zip(documents, names, strict=True)]
-        limit = model.max_text_tokens
-        return markup.Sentences(parsed, lambda text: model.token_counts([text])[0] <= limit)
+    limit = model.max_text_tokens
+
+    def fits(text: str) -> bool:
+        return model.token_counts([text])[0] <= limit
 
     try:
-        sentences = await run_in_threadpool(prepare)
+        sentences = await run_in_threadpool(markup.read, documents, names, fits)
     except markup.MarkupError as e:
         raise ServeError(422, str(e), "q") from None
     options = dict(beam=config.beam)
