@@ -180,6 +180,38 @@ def test_equal_weights_give_equal_bytes(tmp_path, tiny):
     assert len({(tmp_path / n / "config.json").read_bytes() for n in "abcde"}) == 1
 
 
+def test_the_file_is_the_safetensors_writers_own_and_holds_no_copy_of_the_weights(tmp_path):
+    from safetensors.torch import save as save_bytes
+
+    from aiayn.modeldir import safetensors_parts
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {
+        "w": torch.randn(7, 5, generator=g),
+        "half": torch.randn(3, generator=g).half(),
+        "bf": torch.randn(2, 2, generator=g).bfloat16(),
+        "q": torch.randint(-128, 127, (9,), dtype=torch.int8, generator=g),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+        "mask": torch.tensor([True, False, True]),
+        "empty": torch.zeros(0, 4),
+        "ids": torch.arange(6, dtype=torch.int64).reshape(2, 3),
+    }
+    metadata = {"b": "2", "a": "1", "c": "é"}
+    parts = safetensors_parts(tensors, metadata)
+    data = b"".join(bytes(p) for p in parts)
+    # the reference: the library's own file, with its metadata keys sorted
+    reference = save_bytes(tensors, metadata=metadata)
+    n = int.from_bytes(reference[:8], "little")
+    header = json.loads(reference[8 : 8 + n])
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    assert data == len(text).to_bytes(8, "little") + text + reference[8 + n :]
+    # each tensor's bytes are a view of the tensor itself
+    pointers = {p.obj.__array_interface__["data"][0] for p in parts[1:] if p.nbytes}
+    assert pointers == {t.data_ptr() for t in tensors.values() if t.numel()}
+
+
 def test_the_tokenizer_must_fit_the_model(tmp_path, tiny):
     from aiayn.data.tokenizer import CharTokenizer
     from aiayn.modeldir import load_model_and_tokenizer

@@ -65,20 +65,36 @@ def file_sha256(path: Path) -> str:
 
 def safetensors_parts(
     tensors: dict[str, torch.Tensor], metadata: dict[str, str]
-) -> tuple[bytes, memoryview]:
+) -> list[bytes | memoryview]:
     """A safetensors file whose bytes depend only on the tensors and metadata, as its header
-    and a view of its tensor data (written one after the other; no copy of the weights).
+    followed by a view of each tensor's data (written one after the other; no copy).
 
-    The safetensors writer stores the metadata from a hash map, in an order that changes
-    between processes; the header is rewritten with its keys sorted (tensor data untouched).
+    ``safetensors.torch.save`` builds the whole file in memory, twice over (a training
+    process's peak memory would grow by two copies of the weights at every save). The library
+    still lays the file out: it serializes one-element stand-ins of the tensors, whose header
+    gives the tensors' order, dtype names and header keys; only the shapes and data offsets
+    are filled in here. Its writer stores the metadata from a hash map, in an order that
+    changes between processes, so the metadata keys are sorted.
     """
-    data = save_bytes(tensors, metadata=metadata)
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
+    probe = save_bytes(
+        {k: torch.zeros(1, dtype=v.dtype) for k, v in tensors.items()}, metadata=metadata
+    )
+    n = int.from_bytes(probe[:8], "little")
+    header = json.loads(probe[8 : 8 + n])
     header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+    order = sorted(tensors, key=lambda k: header[k]["data_offsets"][0])
+    offset = 0
+    views = []
+    for name in order:
+        t = tensors[name]
+        size = t.numel() * t.element_size()
+        header[name]["shape"] = list(t.shape)
+        header[name]["data_offsets"] = [offset, offset + size]
+        offset += size
+        views.append(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)  # keep the data 8-byte aligned, as the writer does
-    return len(text).to_bytes(8, "little") + text, memoryview(data)[8 + n :]
+    return [len(text).to_bytes(8, "little") + text, *views]
 
 
 def _write_parts(path: Path, parts) -> None:

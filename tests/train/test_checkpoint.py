@@ -71,3 +71,35 @@ def test_a_damaged_checkpoint_is_named(tmp_path):
     bad.write_bytes(b"garbage")
     with pytest.raises(ValueError, match="checkpoint-00000007.pt: unreadable checkpoint"):
         ckpt.load_checkpoint(bad)
+
+
+def test_averaging_holds_one_state_at_a_time_and_equals_the_mean_of_a_list(tiny):
+    import gc
+    import weakref
+
+    class State(dict):  # a dict that a weak reference can follow
+        pass
+
+    states = [build_model(tiny).state_dict() for _ in range(3)]
+    alive = []
+
+    def one_at_a_time():
+        for s in states:
+            gc.collect()
+            assert not any(ref() is not None for ref in alive), "an earlier state is still held"
+            state = State({k: v.clone() for k, v in s.items()})
+            alive.append(weakref.ref(state))
+            yield state
+            del state
+
+    streamed = ckpt.average_state_dicts(one_at_a_time())
+    listed = ckpt.average_state_dicts(states)
+    assert list(streamed) == list(states[0])
+    for k, v in listed.items():
+        torch.testing.assert_close(streamed[k], v, atol=0, rtol=0)
+        assert streamed[k].dtype == states[0][k].dtype
+    other = {k: v for k, v in states[1].items() if "decoder" not in k}
+    with pytest.raises(UserError, match="b has other parameters than a"):
+        ckpt.average_state_dicts(iter([states[0], other]), ["a", "b"])
+    with pytest.raises(UserError, match="no checkpoints to average"):
+        ckpt.average_state_dicts(iter([]))

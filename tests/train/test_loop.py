@@ -49,6 +49,35 @@ def test_run_directory_holds_everything(sample_corpus, tmp_path):
     assert summary["step"] == 6 and summary["averaged_checkpoints"] == 2
 
 
+@pytest.mark.parametrize("average_last", [0, 2])
+def test_the_final_model_is_validated_once_and_its_loss_is_its_own(
+    sample_corpus, tmp_path, monkeypatch, average_last
+):
+    from aiayn import build_model
+    from aiayn.modeldir import load_model_dir
+
+    run = load_run_config(
+        None, tiny_run_overrides(sample_corpus, max_steps=4, average_last=average_last)
+    )
+    trainer = Trainer(run, tmp_path, progress=False)
+    calls = []
+    validate = trainer._valid_loss
+    monkeypatch.setattr(trainer, "_valid_loss", lambda m: calls.append(m) or validate(m))
+    summary = trainer.fit()
+    # the run validates its last step; the final model is validated again only when it is
+    # another model (the average of the last checkpoints)
+    assert len(calls) == (2 if average_last else 1)
+    model = build_model(trainer.model_config)  # the saved weights in the training's layers
+    model.load_state_dict(load_model_dir(tmp_path / "model").state_dict())
+    assert summary["valid_loss"] == trainer._valid_loss(model)  # the saved model's own loss
+    assert not trainer.optimizer.state  # given back at the end; the checkpoint keeps it
+    assert "exp_avg" in str(
+        ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "checkpoints")[-1])["optimizer"][
+            "state"
+        ][0].keys()
+    )
+
+
 def test_init_from_starts_at_a_model_directory(sample_corpus, tmp_path):
     first = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=4))
     Trainer(first, tmp_path / "a", progress=False).fit()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -63,10 +64,12 @@ def save_checkpoint(directory: Path, step: int, state: dict, keep: int) -> Path:
     return path
 
 
-def load_checkpoint(path: Path) -> dict:
+def load_checkpoint(path: Path, mmap: bool = False) -> dict:
+    """A training checkpoint's state; with ``mmap`` its tensors are read from the file only
+    when used (torch.load's ``mmap``)."""
     path = Path(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as e:  # torch raises several types for a damaged file
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise UserError(f"{path}: unreadable checkpoint ({type(e).__name__}: {first})") from None
@@ -113,35 +116,52 @@ def load_model_state(model, state: dict, path: Path, hint: str = "") -> None:
 
 
 def average_state_dicts(
-    states: list[dict[str, torch.Tensor]], names: list[str] | None = None
+    states: Iterable[dict[str, torch.Tensor]], names: list[str] | None = None
 ) -> dict[str, torch.Tensor]:
-    """Element-wise mean of model state dicts with the same keys (floating tensors only)."""
-    if not states:
-        raise UserError("no checkpoints to average")
-    names = names or [f"checkpoint {i}" for i in range(len(states))]
-    keys = set(states[0])
-    for i, s in enumerate(states[1:], 1):
-        if set(s) != keys or any(s[k].shape != states[0][k].shape for k in keys):
+    """Element-wise mean of model state dicts with the same keys (floating tensors only).
+
+    The states are summed in float64 one after the other, so an iterator of them holds one
+    state at a time beside the sums (five checkpoints of a large model need not fit at once).
+    """
+    sums: dict[str, torch.Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}  # the mean takes the first state's dtypes
+    count = 0
+    first = ""
+    for state in states:  # (enumerate's cached tuple would keep the last state alive)
+        name = names[count] if names else f"checkpoint {count}"
+        if not count:
+            first = name
+            dtypes = {k: v.dtype for k, v in state.items()}
+            sums = {
+                k: torch.zeros_like(v, dtype=torch.float64) if v.is_floating_point() else v.clone()
+                for k, v in state.items()
+            }
+        elif set(state) != set(sums) or any(state[k].shape != sums[k].shape for k in sums):
             raise UserError(
-                f"{names[i]} has other parameters than {names[0]}: they are checkpoints of "
+                f"{name} has other parameters than {first}: they are checkpoints of "
                 "different models and cannot be averaged"
             )
-    out = {}
-    for k, v in states[0].items():
-        if v.is_floating_point():
-            acc = torch.zeros_like(v, dtype=torch.float64)
-            for s in states:
-                acc += s[k].double()
-            out[k] = (acc / len(states)).to(v.dtype)
-        else:
-            out[k] = v.clone()
-    return out
+        for k, t in sums.items():
+            if t.is_floating_point():
+                t += state[k].double()
+        count += 1
+        del state  # before the iterator reads the next one
+    if not count:
+        raise UserError("no checkpoints to average")
+    return {
+        k: (v / count).to(dtypes[k]) if dtypes[k].is_floating_point else v for k, v in sums.items()
+    }
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
-    """Mean of the model weights stored in the training checkpoints ``paths``."""
-    states = [load_checkpoint(p).get("model") for p in paths]
-    for path, state in zip(paths, states, strict=True):
-        if not isinstance(state, dict):
-            raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
-    return average_state_dicts(states, [str(p) for p in paths])
+    """Mean of the model weights stored in the training checkpoints ``paths``, read one at a
+    time and memory-mapped: of each, only the model's weights are read, not the optimizer's."""
+
+    def states():
+        for path in paths:
+            state = load_checkpoint(path, mmap=True).get("model")
+            if not isinstance(state, dict):
+                raise UserError(f"{path}: not a training checkpoint of aiayn (no model state)")
+            yield state
+
+    return average_state_dicts(states(), [str(p) for p in paths])

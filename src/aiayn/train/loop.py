@@ -50,6 +50,7 @@ from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import distributed as ddp
 from aiayn.train import resume
+from aiayn.train.heap import HeapTrimmer
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer, schedule_steps
 from aiayn.train.prefetch import Prefetcher, Ready
@@ -178,6 +179,7 @@ class Trainer:
         )
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
+        self.last_valid = (-1, math.nan)  # (step, loss) of the last validation
         self.grad_norm, self.nonfinite_in_a_row = 0.0, 0
         self.tensorboard = None
         if tc.tensorboard and self.ctx.is_main:  # from the step after the one resumed
@@ -286,6 +288,7 @@ class Trainer:
     def validate(self) -> float:
         """Validation loss; every rank computes it (the same number), rank 0 writes."""
         loss = self._valid_loss(self.model)
+        self.last_valid = (self.step, loss)
         record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
         record["valid_ppl"] = math.exp(min(loss, 50.0))
         if self.model_config.n_classes:
@@ -406,7 +409,8 @@ class Trainer:
         with a checkpoint (``TrainingInterrupted``). The run directory is released after."""
         self.stop.install()
         try:
-            return self._fit()
+            with HeapTrimmer(self.run.train.trim_heap_every):
+                return self._fit()
         finally:
             self.close()
 
@@ -507,12 +511,17 @@ class Trainer:
         model = self.model
         if not self.ctx.is_main:
             return {}
+        # the optimizer's state is in the last checkpoint: its memory goes to the averaging
+        self.optimizer.state.clear()
         if tc.average_last:
             paths = ckpt.list_checkpoints(self.ckpt_dir)[-tc.average_last :]
             model = build_model(self.model_config).to(self.ctx.device)
             model.load_state_dict(ckpt.average_checkpoints(paths))
         model.eval()
-        valid_loss = self._valid_loss(model)
+        if not tc.average_last and self.last_valid[0] == self.step:
+            valid_loss = self.last_valid[1]  # these very weights were just validated
+        else:
+            valid_loss = self._valid_loss(model)
         summary = {
             "step": self.step,
             "epoch": self.epoch,
