@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -311,8 +312,9 @@ def data_scale(results: Path) -> str:
             "measured sizes for the data's own processes; it was not run. The training "
             "process keeps no per-example structure (its data memory is the batches in "
             "flight and the store pages read since the last release), so its RSS is not "
-            "extrapolated: it moves by a few hundred MB between runs of the same job (glibc "
-            "keeps freed activations in its heap), more than the data adds."
+            "extrapolated: it moves by a few hundred MB between runs of the same job, with "
+            "what glibc's heap keeps of freed activations (see the experiment \"Heap memory "
+            "in training\"), more than the data adds."
             if len(records) > 1
             else ""
         )
@@ -701,6 +703,63 @@ def step_cost(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def heap_memory(results: Path) -> str:
+    """The latest run of bench/experiments/heap_memory.py: one row per variant."""
+    records = load(results, "heap_memory")
+    if not records:
+        return ""
+    last = records[-1]
+    batch = [r for r in records if (r.get("command"), r.get("time", "")[:13]) == (
+        last.get("command"), last.get("time", "")[:13])]  # fmt: skip
+    base = next((r for r in batch if not r["env"] and not r["overrides"]), None)
+    base_s = statistics.mean(x["step_s"] for x in base["runs"]) if base else None
+    rows = []
+    for r in batch:
+        rss = [x["peak_rss_mb"] for x in r["runs"]]
+        step = [x["step_s"] for x in r["runs"]]
+        setting = ", ".join(
+            [f"`{k}={v}`" for k, v in r["env"].items()] + [f"`{o}`" for o in r["overrides"]]
+        )
+        rows.append(
+            [
+                r["variant"],
+                setting or "(none)",
+                " / ".join(num(x) for x in rss),
+                " / ".join(num(x, 2) for x in step),
+                f"{statistics.mean(step) / base_s:.2f}x" if base_s else "n/a",
+            ]
+        )
+    precision = next((x.get("precision") for x in last["runs"] if x.get("precision")), "?")
+    return (
+        provenance(last, "bench/experiments/heap_memory.py")
+        + f"\n\nThe base model on the {num(last['pairs'])}-pair store, batches of 4,000 tokens, "
+        f"activation checkpointing on, {precision}, {last['steps']} steps per run; each figure "
+        "one run, the variants in turn:\n\n"
+        + table(
+            ["heap policy", "setting", "peak RSS MB", "s per step", "step time vs default"],
+            rows,
+            {2, 3, 4},
+        )
+    )
+
+
+def bf16_decode(results: Path) -> str:
+    records = load(results, "bf16_decode")
+    if not records:
+        return ""
+    r = records[-1]
+    rows = [
+        [name, num(x["tokens_per_cpu_s"]), f"{x['speed_vs_aiayn_float32']:.2f}x", num(x["bleu"], 2)]
+        for name, x in r["results"].items()
+    ]
+    return (
+        provenance(r, "bench/experiments/bf16_decode.py")
+        + f"\n\n`{r['model_dir']}`, {num(r['sentences'])} test sentences, greedy, "
+        f"{r['threads']} thread(s), median of {r['repeats']}:\n\n"
+        + table(["decoder", "tokens per CPU s", "vs aiayn float32", "BLEU"], rows, {1, 2, 3})
+    )
+
+
 def profile(results: Path) -> str:
     parts = []
     records = [r for r in load(results, "profile_decode") if "cpu_ms_per_1000_tokens" in r]
@@ -1014,6 +1073,20 @@ EXPERIMENTS = [
         "Which of PyTorch's two dynamic int8 products is faster by shape and rows; "
         "`aiayn.model.quantize` uses oneDNN for large outputs where the CPU has AMX.",
         int8_kernels,
+    ),
+    (
+        "Heap memory in training",
+        "A training process's peak resident memory and step time under glibc's heap policies: "
+        "its default, `train.trim_heap_every` (`malloc_trim` from a thread, "
+        "`aiayn.train.heap`) and a 4 MB mmap threshold (every larger tensor a mapping of its "
+        "own).",
+        heap_memory,
+    ),
+    (
+        "bfloat16 decoding",
+        "What oneDNN's bf16 products give to greedy decoding on a CPU with bf16 units, "
+        'against CTranslate2\'s `compute_type="bfloat16"`, and what they cost in BLEU.',
+        bf16_decode,
     ),
     (
         "Kept changes (A/B runs)",

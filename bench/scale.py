@@ -1,7 +1,7 @@
 """Memory and time of the data path against the corpus size: tokenizer, token store, training.
 
     python bench/scale.py --pairs 250000,1000000,4500000 --ranks 1,2 \
-        --set train.activation_checkpointing=true
+        --set train.activation_checkpointing=true --set train.trim_heap_every=1
     python bench/scale.py --pairs 1000000 --ranks 2           # two torchrun processes too
     python bench/scale.py --corpus data/my-corpus --pairs 0   # the user's prepared corpus
 

@@ -40,3 +40,19 @@ def test_leaving_early_stops_the_thread_and_errors_reach_the_loop():
         with Prefetcher(Broken([Counted([1]), Counted([2]), Counted([3])]), 0, 0, 1) as ahead:
             list(ahead)
     assert not any(t.name == "aiayn-prefetch" for t in threading.enumerate())
+
+
+def test_the_store_pages_of_each_step_are_released_once_it_is_collated():
+    """A batch of a large store maps megabytes of it (fault-around): they leave the resident
+    set after every step, not after many."""
+    released = []
+
+    class Released(Counted):
+        def release(self):
+            released.append(self[0])
+
+    groups = [Released([k]) for k in range(5)]
+    with Prefetcher(groups, 0, 0, 1, depth=1) as ahead:
+        for ready in ahead:
+            assert ready.mine[0] - 1 <= (released or [-1])[-1] <= ready.mine[0] + 1
+    assert released == [0, 1, 2, 3, 4]
