@@ -314,7 +314,7 @@ def data_scale(results: Path) -> str:
             "flight and the store pages read since the last release), so its RSS is not "
             "extrapolated: it moves by a few hundred MB between runs of the same job, with "
             "what glibc's heap keeps of freed activations (see the experiment \"Heap memory "
-            "in training\"), more than the data adds."
+            'in training"), more than the data adds.'
             if len(records) > 1
             else ""
         )
@@ -731,7 +731,11 @@ def heap_memory(results: Path) -> str:
         )
     precision = next((x.get("precision") for x in last["runs"] if x.get("precision")), "?")
     return (
-        provenance(last, "bench/experiments/heap_memory.py")
+        # training: the float32 engine of inference does not apply
+        provenance(
+            {k: v for k, v in last.items() if k != "fp32_engine"},
+            "bench/experiments/heap_memory.py",
+        )
         + f"\n\nThe base model on the {num(last['pairs'])}-pair store, batches of 4,000 tokens, "
         f"activation checkpointing on, {precision}, {last['steps']} steps per run; each figure "
         "one run, the variants in turn:\n\n"
@@ -755,7 +759,13 @@ def bf16_decode(results: Path) -> str:
     return (
         provenance(r, "bench/experiments/bf16_decode.py")
         + f"\n\n`{r['model_dir']}`, {num(r['sentences'])} test sentences, greedy, "
-        f"{r['threads']} thread(s), median of {r['repeats']}:\n\n"
+        f"{r['threads']} thread(s), median of {r['repeats']}"
+        + (
+            f" (CTranslate2's CPU compute types here: {', '.join(types)}; no bfloat16)"
+            if (types := r.get("ctranslate2_cpu_compute_types")) and "bfloat16" not in types
+            else ""
+        )
+        + ":\n\n"
         + table(["decoder", "tokens per CPU s", "vs aiayn float32", "BLEU"], rows, {1, 2, 3})
     )
 

@@ -10,7 +10,8 @@ in one process (median of --repeats after a warm-up), as bench/decode_speed.py d
 * aiayn float32 (the model as ``load_model_dir`` gives it);
 * aiayn bf16 weights: the model's plain layers cast to bfloat16 (``model.to(torch.bfloat16)``);
 * aiayn bf16 autocast: the float32 model under ``torch.autocast("cpu", torch.bfloat16)``;
-* CTranslate2 float32 and bfloat16 on the same converted model.
+* CTranslate2 float32 and, where its CPU backend offers it, bfloat16, on the same converted
+  model (``ctranslate2.get_supported_compute_types("cpu")`` is recorded).
 
 Reports generated tokens per CPU second and BLEU (sacreBLEU);
 appends to bench/results/bf16_decode.jsonl.
@@ -81,9 +82,13 @@ def main() -> None:
     bf16 = plain_model(args.model_dir).to(torch.bfloat16)
     plain = plain_model(args.model_dir)
     ct2_dirs = ct2_peer.build(Path(args.model_dir), Path(args.ct2_dir))
+    import ctranslate2
+
+    supported = ctranslate2.get_supported_compute_types("cpu")
     ct2 = {
         kind: CT2(ct2_dirs["float32"], kind, args.threads, tokenizer)
         for kind in ("float32", "bfloat16")
+        if kind in supported
     }
     autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     rows = {
@@ -120,6 +125,7 @@ def main() -> None:
             "threads": args.threads,
             "repeats": args.repeats,
             "results": results,
+            "ctranslate2_cpu_compute_types": sorted(supported),
         },
     )
 
