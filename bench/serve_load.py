@@ -230,18 +230,22 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     direct = statistics.fmean(r["sentences_per_s"] for r in rows if r["server"].startswith("d"))
     direct_cpu = statistics.fmean(r["cpu_ms_per_sentence"] for r in rows if "sentences" in r)
     by = {(r["server"], r.get("clients")): r["sentences_per_s"] for r in rows}
-    served = next(r for r in rows if r["server"] == "serve-ctranslate2" and r["clients"] == most)
+    served = {r["clients"]: r for r in rows if r["server"] == "serve-ctranslate2"}
     summary = {
         "direct_ctranslate2_sentences_per_s": round(direct, 2),
-        f"serve_ct2_over_direct_at_{most}_clients": round(
-            by[("serve-ctranslate2", most)] / direct, 2
-        ),
+        **{
+            f"serve_ct2_over_direct_at_{n}_clients": round(by[("serve-ctranslate2", n)] / direct, 2)
+            for n in clients
+        },
         "direct_ctranslate2_cpu_ms_per_sentence": round(direct_cpu, 3),
-        f"serve_ct2_over_direct_by_cpu_at_{most}_clients": (
-            round(direct_cpu / served["server_cpu_ms_per_sentence"], 2)
-            if served["server_cpu_ms_per_sentence"]
-            else None
-        ),
+        **{
+            f"serve_ct2_over_direct_by_cpu_at_{n}_clients": (
+                round(direct_cpu / served[n]["server_cpu_ms_per_sentence"], 2)
+                if served[n]["server_cpu_ms_per_sentence"]
+                else None
+            )
+            for n in clients
+        },
         **{
             f"serve_ct2_over_serve_torch_at_{n}_clients": round(
                 by[("serve-ctranslate2", n)] / max(by[("serve-torch", n)], 1e-9), 2
