@@ -8,7 +8,7 @@ filled by --max-tokens source tokens) of the model's test split, every decoder t
 in one process (median of --repeats after a warm-up), as bench/decode_speed.py does:
 
 * aiayn float32 (the model as ``load_model_dir`` gives it);
-* aiayn bf16 weights: the model's plain layers cast to bfloat16 (``model.to(torch.bfloat16)``);
+* aiayn bf16 weights: the weights in plain layers cast to bfloat16 (``model.to(torch.bfloat16)``);
 * aiayn bf16 autocast: the float32 model under ``torch.autocast("cpu", torch.bfloat16)``;
 * CTranslate2 float32 and, where its CPU backend offers it, bfloat16, on the same converted
   model (``ctranslate2.get_supported_compute_types("cpu")`` is recorded).
@@ -20,8 +20,6 @@ appends to bench/results/bf16_decode.jsonl.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 from pathlib import Path
 
@@ -29,9 +27,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 import ct2_peer  # noqa: E402
+from aiayn import build_model  # noqa: E402
 from aiayn.data.batching import pad  # noqa: E402
 from aiayn.data.tokenizer import PAD  # noqa: E402
-from aiayn.modeldir import load_model_dir  # noqa: E402
 from common import steady_allocator, write_result  # noqa: E402
 from decode_speed import (  # noqa: E402
     CT2,
@@ -40,28 +38,6 @@ from decode_speed import (  # noqa: E402
     measure,
     throughput_greedy,
 )
-
-
-def plain_model(model_dir: str):
-    """The model with plain ``nn.Linear`` layers (no prepacked oneDNN float32 weights), which
-    a dtype cast converts as it does any module."""
-    before = os.environ.get("AIAYN_FP32_ENGINE")
-    os.environ["AIAYN_FP32_ENGINE"] = "mkl"
-    try:
-        return load_model_dir(model_dir).eval()
-    finally:
-        if before is None:
-            del os.environ["AIAYN_FP32_ENGINE"]
-        else:
-            os.environ["AIAYN_FP32_ENGINE"] = before
-
-
-def under(context, fn):
-    def run(s):
-        with context():
-            return fn(s)
-
-    return run
 
 
 def main() -> None:
@@ -79,8 +55,12 @@ def main() -> None:
     model, tokenizer, batches, references = load_test_set(
         args.model_dir, args.sentences, args.batch
     )
-    bf16 = plain_model(args.model_dir).to(torch.bfloat16)
-    plain = plain_model(args.model_dir)
+    # the weights in plain nn.Linear layers (no prepacked oneDNN float32 weights, which a
+    # dtype cast would not convert)
+    plain = build_model(model.config).eval()
+    plain.load_state_dict(model.state_dict())
+    bf16 = build_model(model.config).eval().to(torch.bfloat16)
+    bf16.load_state_dict(model.state_dict())
     ct2_dirs = ct2_peer.build(Path(args.model_dir), Path(args.ct2_dir))
     import ctranslate2
 
@@ -90,15 +70,15 @@ def main() -> None:
         for kind in ("float32", "bfloat16")
         if kind in supported
     }
-    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+
+    def autocast_greedy(model, s):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return throughput_greedy(model, s, args.max_tokens)
+
     rows = {
         f"aiayn float32 {THROUGHPUT}": lambda s: throughput_greedy(model, s, args.max_tokens),
-        f"aiayn bf16 weights {THROUGHPUT}": under(
-            contextlib.nullcontext, lambda s: throughput_greedy(bf16, s, args.max_tokens)
-        ),
-        f"aiayn bf16 autocast {THROUGHPUT}": under(
-            autocast, lambda s: throughput_greedy(plain, s, args.max_tokens)
-        ),
+        f"aiayn bf16 weights {THROUGHPUT}": lambda s: throughput_greedy(bf16, s, args.max_tokens),
+        f"aiayn bf16 autocast {THROUGHPUT}": lambda s: autocast_greedy(plain, s),
     }
     for kind, translator in ct2.items():
         rows[f"CTranslate2 {kind} {THROUGHPUT}"] = lambda s, t=translator: t(

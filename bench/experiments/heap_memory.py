@@ -17,15 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 from common import ROOT, write_result  # noqa: E402
+from scale import timed  # noqa: E402
 
 VARIANTS = {
     "glibc default": ({}, []),
@@ -55,17 +54,14 @@ def train_once(run: Path, steps: int, env: dict, sets: list[str], work: Path) ->
         "train.activation_checkpointing=true",
         *sets,
     ]
-    time_log = work / "time.log"
-    cmd = ["/usr/bin/time", "-v", "-o", str(time_log), sys.executable, "-m", "aiayn.cli"]
-    cmd += ["train", "configs/base-wmt.toml", "--out", str(out), "--quiet"]
-    cmd += [x for s in overrides for x in ("--set", s)]
-    subprocess.run(cmd, env={**os.environ, **env}, cwd=ROOT, check=True, capture_output=True)
-    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_log.read_text())[1])
+    cmd = [sys.executable, "-m", "aiayn.cli", "train", str(ROOT / "configs/base-wmt.toml")]
+    cmd += ["--out", str(out), "--quiet", *[x for s in overrides for x in ("--set", s)]]
+    timing = timed(cmd, {**os.environ, **env, "AIAYN_BENCH_TMP": str(work)})
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     elapsed = [r["elapsed_s"] for r in lines if "loss" in r and "elapsed_s" in r]
     precision = next((r["precision"] for r in lines if r.get("event") == "precision"), None)
     return {
-        "peak_rss_mb": round(rss_kb / 1024, 1),
+        "peak_rss_mb": timing["peak_rss_mb"],
         "step_s": round((elapsed[-1] - elapsed[0]) / (len(elapsed) - 1), 3),
         "precision": precision,
     }

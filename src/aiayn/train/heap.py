@@ -1,9 +1,9 @@
 """Giving the C heap's free memory back to the system while a model trains.
 
-A training step allocates thousands of tensors of a few to a few tens of MB (42 GB in all for
-one step of the base model on 4,000 tokens). glibc serves those below its mmap threshold (up
-to 32 MB) from its heap and keeps what is freed there; their sizes vary from step to step, so
-the heap fragments and a process holds about twice the memory its live tensors need. Making
+A training step allocates thousands of tensors of a few to a few tens of MB. glibc serves
+those below its mmap threshold (up to 32 MB) from its heap and keeps what is freed there;
+their sizes vary from step to step, so the heap fragments and a process holds far more than
+its live tensors need (bench/experiments/heap_memory.py measures what trimming gives). Making
 every large tensor a mapping of its own (``MALLOC_MMAP_THRESHOLD_``) pays page faults on every
 allocation. ``malloc_trim(0)`` instead hands back the free pages inside the heap; called
 every few seconds from a thread it bounds what the heap keeps, and only pages used again
