@@ -240,3 +240,31 @@ def test_encoder_skipping_padding_equals_the_padded_computation(config, family):
     padded = (padded[0] if family == "encoder-decoder" else padded).detach()
     assert_close_to_scale(packed[real], padded[real])
     assert (packed[~real] == 0).all() and not (padded[~real] == 0).all()
+
+
+def test_attention_runs_in_float32_under_cpu_autocast(tiny, monkeypatch):
+    """bf16 autocast on the CPU: the projections are bf16, attention itself float32 (autocast
+    off inside), and the gradients reach the float32 weights; without autocast, float32 as is."""
+    import torch.nn.functional as F
+
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, **kwargs):
+        seen.append((q.dtype, k.dtype, v.dtype, torch.is_autocast_enabled("cpu")))
+        return sdpa(q, k, v, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    model = build_model(tiny).train()
+    src, tgt = torch.randint(5, 64, (2, 7)), torch.randint(5, 64, (2, 5))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, tgt)
+    assert logits.dtype == torch.bfloat16  # the products did run in bf16
+    layers = tiny.n_encoder_layers + 2 * tiny.n_decoder_layers
+    assert seen == [(torch.float32,) * 3 + (False,)] * layers
+    logits.float().sum().backward()
+    grad = model.encoder.layers[0].self_attn.in_proj.weight.grad
+    assert grad.dtype == torch.float32 and torch.isfinite(grad).all() and grad.abs().sum() > 0
+    seen.clear()
+    model(src, tgt)
+    assert seen == [(torch.float32,) * 3 + (False,)] * layers

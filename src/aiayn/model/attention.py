@@ -34,6 +34,22 @@ def attention(
     return weights @ v, weights  # (B, H, T, Dh), (B, H, T, S)
 
 
+# Under CPU autocast, attention runs in float32 on the bf16 projections: PyTorch's CPU flash
+# kernel is as fast forward in either dtype but 4x slower backward in bf16, which cost bf16
+# training 15% of its step on an AVX-512 bf16 CPU (bench/experiments/bf16_attention.py).
+# The softmax's sums are also float32's. On a GPU, autocast keeps attention in its own dtype.
+CPU_AUTOCAST_FLOAT32 = True
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
+    """``F.scaled_dot_product_attention`` (B, H, T, Dh), in float32 under CPU autocast."""
+    if CPU_AUTOCAST_FLOAT32 and q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        with torch.autocast("cpu", enabled=False):
+            q, k, v = q.float(), k.float(), v.float()
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+
+
 def linear_rows(proj: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
     """Output features ``start:stop`` of the linear layer ``proj`` applied to ``x``, without
     computing the others (e.g. W_Q alone of the fused W_Q, W_K, W_V).
@@ -228,7 +244,7 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             out, weights = attention(q, k, v, mask, p)  # (B, H, T, Dh)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            out = fused_attention(q, k, v, mask, p)
         if group > 1:  # back to one row per beam: (B'*K, H, T, Dh)
             out = out.view(k.size(0), self.n_heads, group, t, self.d_head).transpose(1, 2)
             if weights is not None:
