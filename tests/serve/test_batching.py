@@ -127,29 +127,3 @@ def test_a_job_queued_behind_a_running_batch_starts_when_it_ends():
     (_, _, first_end), (second_start, items, _) = runs
     assert items == ["b"]
     assert second_start - first_end < 0.2  # not another 0.3 s of waiting
-
-
-def test_a_crowd_split_in_two_halves_comes_together_in_full_batches():
-    """Clients that send again as soon as they are answered: a crowd that started in two
-    halves (the second queued behind the first's running batch) does not keep taking turns in
-    half-full batches; the next batch waits for the answered half to come back."""
-    queue, run, runs = _timed_queue(max_wait=0.05, hold=0.1)
-
-    async def client(i):
-        for _ in range(4):
-            await queue.submit([i], run, "k")[1]
-
-    async def main():
-        first = [asyncio.create_task(client(i)) for i in range(4)]
-        while not runs:  # the first half's batch is running
-            await asyncio.sleep(0.005)
-        second = [asyncio.create_task(client(i)) for i in range(4, 8)]
-        await asyncio.gather(*first, *second)
-
-    try:
-        asyncio.run(main())
-    finally:
-        queue.close()
-    sizes = [len(items) for _, items, _ in runs]
-    assert sizes[0] == 4 and sum(sizes) == 32
-    assert sizes[1:4] == [8, 8, 8]  # the halves joined at once, and stay together

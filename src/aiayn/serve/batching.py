@@ -10,12 +10,7 @@ Waiting for company: a batch waits for more jobs until its oldest job has been q
 ``max_wait`` seconds (so a job that already waited behind a running batch starts with what has
 come meanwhile, at once), and only while jobs have lately been arriving less than ``max_wait``
 apart: a lone client sending one request after another is not kept waiting for others once
-its requests are seen to come further apart than that. One exception: right after a batch that
-answered several jobs, the next waits up to ``max_wait`` from that batch's end (not from its
-own oldest job), as long as fewer jobs than were answered have come back since. Under a steady
-crowd of clients, each sending its next request when answered, the answered ones then join the
-jobs that queued behind the batch: without it, the crowd splits into two halves that take
-turns, each in batches half as full.
+its requests are seen to come further apart than that.
 """
 
 from __future__ import annotations
@@ -82,10 +77,6 @@ class BatchQueue:
         self._cond = threading.Condition()
         self._closed = False
         self._last_arrival = float("-inf")
-        self._answered = 0  # jobs the last batch answered, when it ended (monotonic seconds)
-        self._answered_at = float("-inf")
-        self._arrivals = 0  # jobs submitted, ever
-        self._arrivals_then = 0  # ... when the last batch ended
         self._mean_gap = 0.0  # moving average of the time between arrivals (seconds)
         self._thread = threading.Thread(target=self._work, name=f"batch-{name}", daemon=True)
         self._thread.start()
@@ -107,7 +98,6 @@ class BatchQueue:
             if len(self._pending) >= self.max_pending:
                 raise QueueFull(f"model {self.name} has {self.max_pending} requests waiting")
             self._pending.append(job)
-            self._arrivals += 1
             # a gap counts at most twice the wait: after idle time, a burst soon waits again
             gap = min(job.queued_at - self._last_arrival, 2 * self.max_wait)
             self._last_arrival = job.queued_at
@@ -137,9 +127,6 @@ class BatchQueue:
             if first.key is None:
                 return batch
             deadline = first.queued_at + self.max_wait  # a job waits max_wait in all
-            returning = self._answered > 1  # a crowd was just answered: its clients come back
-            if returning:
-                deadline = max(deadline, self._answered_at + self.max_wait)
             if self._mean_gap >= self.max_wait:  # no company is likely to come in time
                 deadline = 0.0
             while size < self.max_batch:
@@ -151,9 +138,6 @@ class BatchQueue:
                         batch.append(job)
                         size += len(job.items)
                 left = deadline - time.monotonic()
-                back = self._arrivals - self._arrivals_then >= self._answered
-                if returning and back:  # all the answered clients have sent again
-                    left = min(left, first.queued_at + self.max_wait - time.monotonic())
                 if size >= self.max_batch or left <= 0 or self._closed:
                     break
                 self._cond.wait(left)
@@ -171,9 +155,6 @@ class BatchQueue:
                 results, error = None, e
             if self.on_batch is not None:
                 self.on_batch(len(items), len(batch), time.perf_counter() - start)
-            with self._cond:
-                self._answered, self._answered_at = len(batch), time.monotonic()
-                self._arrivals_then = self._arrivals
             offset = 0
             for job in batch:
                 share = None if error else results[offset : offset + len(job.items)]
