@@ -9,6 +9,7 @@ hypotheses on these sentences are compared there.
 
 import gzip
 import json
+import math
 import shutil
 import sys
 
@@ -95,6 +96,23 @@ def test_greedy_stops_at_each_sentences_own_length_limit(shipped, offset):
     assert any(w[-1] != EOS for w in want)  # some were cut at their limit
     expected = [_torch_log_prob(model, s, w) for s, w in zip(sources, want, strict=True)]
     assert_close_to_scale(_scores(hyps), torch.tensor(expected, dtype=torch.float64))
+
+
+def test_unscored_greedy_gives_the_same_tokens_and_no_scores(shipped):
+    """``scores=False`` (what the server asks for greedy requests): CTranslate2 is not asked
+    for scores, the tokens (rows cut at their limit included) stay those of the scored search,
+    and every score is NaN, as the torch engine gives."""
+    _, model, tokenizer, engine, texts = shipped
+    src = torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(s) for s in _sources(tokenizer, SHORT + texts[:8])], batch_first=True
+    )
+    scored = search(engine, src, max_len_offset=0)
+    bare = search(engine, src, max_len_offset=0, scores=False)
+    assert [h[0].tokens for h in bare] == [h[0].tokens for h in scored]
+    assert all(math.isnan(h[0].score) and math.isnan(h[0].log_prob) for h in bare)
+    torch_bare = search(model, src, max_len_offset=0, scores=False)
+    assert [h[0].tokens for h in torch_bare] == [h[0].tokens for h in bare]
+    assert all(math.isnan(h[0].score) for h in torch_bare)
 
 
 def test_beam_at_length_penalty_0_equals_the_torch_engine(shipped):

@@ -48,6 +48,8 @@ def search(
         prefix = None
     if not isinstance(model, torch.nn.Module):
         extra = {} if prefix is None else {"prefix": prefix}
+        if not scores:
+            extra["scores"] = False
         return model.search(
             src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices, **extra
         )

@@ -16,7 +16,9 @@ How the options map (``CTranslate2Engine.search``):
 * the length limit (source length + ``max_len_offset``, per sentence) is CTranslate2's
   ``max_decoding_length``, at most the converted position table (``max_len`` +
   ``EXTRA_POSITIONS``); eos may come first (``min_decoding_length`` 0), as in aiayn;
-* greedy search (beam 1) is CTranslate2's, token for token; the score is the log-probability;
+* greedy search (beam 1) is CTranslate2's, token for token; the score is the log-probability
+  (NaN with ``scores`` False, as with the torch engine: CTranslate2 then skips the
+  log-softmax over the vocabulary that scoring costs every step);
 * beam search keeps aiayn's scores: log P / lp(Y), lp(Y) = ((5 + |Y|) / 6) ** lenpen (GNMT).
   CTranslate2 normalises by |Y| ** lenpen instead, so its finished hypotheses (all ``beam`` of
   them) are rescored with GNMT's penalty. Its stopping rule differs from aiayn's exact search:
@@ -37,6 +39,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -71,6 +74,7 @@ EXTRA_POSITIONS = 1024
 BEAM_PATIENCE = 2.0  # with lenpen > 0 and no early stop (CTranslate2Engine._beam_call)
 SEARCH_OPTIONS = (
     "beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices", "prefix",
+    "scores",
 )  # fmt: skip
 
 
@@ -450,6 +454,7 @@ class CTranslate2Engine:
         sampling=None,
         indices: list[int] | None = None,
         prefix=None,
+        scores: bool = True,
         **other,
     ) -> list[list[Hypothesis]]:
         """n-best lists per sentence for sources (B, S) of aiayn ids (a padded tensor or
@@ -458,7 +463,8 @@ class CTranslate2Engine:
         engine's seeds; CTranslate2's sampler has no such seeds and ignores them. ``prefix``
         (B, P): target tokens every hypothesis begins with (CTranslate2's ``target_prefix``),
         counted in the length limit; the hypotheses are scored again by the model over the
-        whole target (CTranslate2's scores leave the prefix out)."""
+        whole target (CTranslate2's scores leave the prefix out). ``scores`` False: greedy
+        hypotheses are not scored (NaN), as in ``aiayn.infer.translate.search``."""
         if other:
             name = sorted(other)[0]
             raise UserError(
@@ -487,7 +493,7 @@ class CTranslate2Engine:
         if nbest > beam:
             raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
         if beam == 1:
-            return self._greedy(sources, limits)
+            return self._greedy(sources, limits, scores)
         return self._beam(sources, limits, beam, lenpen, nbest, early_stop)
 
     def _common(self, limit: int, members: list[int] | None = None) -> dict:
@@ -516,13 +522,15 @@ class CTranslate2Engine:
             again = [sorted(hyps, key=lambda h: -h.score) for hyps in again]
         return again
 
-    def _greedy(self, sources, limits) -> list[list[Hypothesis]]:
+    def _greedy(self, sources, limits, scores: bool = True) -> list[list[Hypothesis]]:
         """One call up to the longest limit; greedy tokens do not depend on the limit, so a
         row past its own limit is cut there (and its shorter prefix scored anew)."""
         if not sources:
             return []
+        common = self._common(max(limits), None)
+        common["return_scores"] = scores
         results = self.translator.translate_batch(
-            sources, beam_size=1, length_penalty=0.0, **self._common(max(limits), None)
+            sources, beam_size=1, length_penalty=0.0, **common
         )
         out, cut = [], []
         for i, (result, limit) in enumerate(zip(results, limits, strict=True)):
@@ -530,8 +538,10 @@ class CTranslate2Engine:
             if len(tokens) > limit:
                 tokens = tokens[:limit]
                 cut.append(i)
-            score = float(result.scores[0])
+            score = float(result.scores[0]) if scores else math.nan
             out.append([Hypothesis(tokens, score, score)])
+        if not scores:
+            return out
         if self._heads:  # CTranslate2's scores leave the prefix out
             return self._rescored(sources, out, None)
         if cut:
