@@ -21,19 +21,45 @@ ROOT = Path(__file__).resolve().parents[1]
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
 
 
+def cpu_caches() -> str | None:
+    """The first CPU's data and unified caches, e.g. "L1 32K, L2 1024K, L3 32768K" (sysfs)."""
+    sizes = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level, size = (index / "level").read_text().strip(), (index / "size").read_text()
+        except OSError:
+            continue
+        sizes.append(f"L{level} {size.strip()}")
+    return ", ".join(sizes) or None
+
+
 def machine() -> dict:
-    cpu, flags = None, None  # from the first processor listed
+    """The CPU (its name, family/model/stepping as /proc/cpuinfo numbers them, the vector
+    units of ``CPU_FLAGS`` it has, its caches), core count and library versions. Machines
+    of one kind may differ in generation under one name ("AMD EPYC"): the family and model
+    tell them apart."""
+    cpu, flags, ids = None, None, {}  # from the first processor listed
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and cpu is None:
+            key = key.strip()
+            if key == "model name" and cpu is None:
                 cpu = value.strip()
-            elif key.strip() == "flags" and flags is None:
+            elif key == "flags" and flags is None:
                 flags = [flag for flag in CPU_FLAGS if flag in value.split()]
+            elif key in ("cpu family", "model", "stepping") and key not in ids:
+                ids[key] = value.strip()
     except OSError:
         pass
+    generation = None
+    if len(ids) == 3:
+        generation = f"family {ids['cpu family']} model {ids['model']} stepping {ids['stepping']}"
     return {
         "cpu": cpu or platform.processor() or platform.machine(),
+        "cpu_model": generation,
+        "cpu_caches": cpu_caches(),
         "cpu_flags": flags,
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),

@@ -81,8 +81,13 @@ def provenance(record: Record, script: str) -> str:
         flags = "not recorded"
     else:
         flags = ", ".join(flags) or "none of AVX2, AVX-512, AMX"
+    name = machine.get("cpu", "not recorded")
+    if machine.get("cpu_model"):
+        name += f" {machine['cpu_model']}"
+    if machine.get("cpu_caches"):
+        name += f", caches {machine['cpu_caches']}"
     cpu = (
-        f"{machine.get('cpu', 'not recorded')} (vector units: {flags}), "
+        f"{name} (vector units: {flags}), "
         f"{machine.get('cores', '?')} cores, torch {machine.get('torch', '?')}"
     )
     commit = f"`{record['commit']}`" if record.get("commit") else "not recorded"
@@ -578,7 +583,9 @@ def hosts(results: Path) -> str:
             machine = record.get("machine", {})
             flags = machine.get("cpu_flags")
             key = (
-                machine.get("cpu", "not recorded"),
+                " ".join(
+                    filter(None, [machine.get("cpu", "not recorded"), machine.get("cpu_model")])
+                ),
                 "not recorded" if flags is None else ", ".join(flags) or "none",
                 machine.get("cores", "?"),
             )
@@ -767,6 +774,23 @@ def bf16_decode(results: Path) -> str:
         )
         + ":\n\n"
         + table(["decoder", "tokens per CPU s", "vs aiayn float32", "BLEU"], rows, {1, 2, 3})
+    )
+
+
+def bf16_attention(results: Path) -> str:
+    records = load(results, "bf16_attention")
+    if not records:
+        return ""
+    r = records[-1]
+    rows = [
+        [name, num(r["tokens_per_s"][name]), f"{r['speedup_over_float32'][name]:.2f}x"]
+        for name in r["tokens_per_s"]
+    ]
+    return (
+        provenance(r, "bench/experiments/bf16_attention.py")
+        + f"\n\n`{r['preset']}` model, {r['batches']} Ding batches a timing, {r['threads']} "
+        f"threads, median of {r['rounds']} rounds:\n\n"
+        + table(["training step", "target tokens/s", "vs float32"], rows, {1, 2})
     )
 
 
@@ -1097,6 +1121,12 @@ EXPERIMENTS = [
         "What oneDNN's bf16 products give to greedy decoding on a CPU with bf16 units, "
         'against CTranslate2\'s `compute_type="bfloat16"`, and what they cost in BLEU.',
         bf16_decode,
+    ),
+    (
+        "bfloat16 training: where attention runs",
+        "Training-step speed at float32 and at bf16 CPU autocast with attention in bf16 "
+        "(autocast's own rule) or in float32 on the bf16 projections (what aiayn does).",
+        bf16_attention,
     ),
     (
         "Kept changes (A/B runs)",

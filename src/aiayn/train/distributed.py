@@ -79,7 +79,7 @@ def cpu_bf16() -> str | None:
 def pick_precision(choice: str, device: torch.device) -> str:
     """``auto``: bf16 on a GPU that has it, fp16 on an older GPU; on the CPU bf16 where it has
     bf16 units (``cpu_bf16``), fp32 elsewhere. On a CPU with AVX-512 bf16 the demo's 15
-    minutes gave 1.17x the steps and as good a model (docs/training.md)."""
+    minutes gave 1.51x the steps and a better model (docs/training.md)."""
     if choice not in PRECISIONS:
         raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {choice!r}")
     if device.type != "cuda":
