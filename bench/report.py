@@ -41,6 +41,12 @@ def load(results: Path, name: str) -> list[Record]:
     return sorted(records, key=lambda r: r.get("time", ""))
 
 
+def latest(results: Path, name: str) -> Record | None:
+    """The newest record of ``results/NAME.jsonl`` (None: there is none)."""
+    records = load(results, name)
+    return records[-1] if records else None
+
+
 def latest_by(records: Iterable[Record], key: Callable[[Record], object]) -> list[Record]:
     """The latest record for each value of ``key``, in the order those values first appear."""
     current: dict[object, Record] = {}
@@ -755,10 +761,9 @@ def heap_memory(results: Path) -> str:
 
 
 def bf16_decode(results: Path) -> str:
-    records = load(results, "bf16_decode")
-    if not records:
+    r = latest(results, "bf16_decode")
+    if r is None:
         return ""
-    r = records[-1]
     rows = [
         [name, num(x["tokens_per_cpu_s"]), f"{x['speed_vs_aiayn_float32']:.2f}x", num(x["bleu"], 2)]
         for name, x in r["results"].items()
@@ -778,10 +783,9 @@ def bf16_decode(results: Path) -> str:
 
 
 def bf16_attention(results: Path) -> str:
-    records = load(results, "bf16_attention")
-    if not records:
+    r = latest(results, "bf16_attention")
+    if r is None:
         return ""
-    r = records[-1]
     rows = [
         [name, num(r["tokens_per_s"][name]), f"{r['speedup_over_float32'][name]:.2f}x"]
         for name in r["tokens_per_s"]

@@ -48,11 +48,10 @@ def search(
         prefix = None
     if not isinstance(model, torch.nn.Module):
         extra = {} if prefix is None else {"prefix": prefix}
-        if not scores:
-            extra["scores"] = False
         return model.search(
-            src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices, **extra
-        )
+            src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
+            scores=scores, **extra,
+        )  # fmt: skip
     if sampling is not None:
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")

@@ -17,8 +17,7 @@ How the options map (``CTranslate2Engine.search``):
   ``max_decoding_length``, at most the converted position table (``max_len`` +
   ``EXTRA_POSITIONS``); eos may come first (``min_decoding_length`` 0), as in aiayn;
 * greedy search (beam 1) is CTranslate2's, token for token; the score is the log-probability
-  (NaN with ``scores`` False, as with the torch engine: CTranslate2 then skips the
-  log-softmax over the vocabulary that scoring costs every step);
+  (NaN with ``scores`` False, as with the torch engine: CTranslate2 is not asked for scores);
 * beam search keeps aiayn's scores: log P / lp(Y), lp(Y) = ((5 + |Y|) / 6) ** lenpen (GNMT).
   CTranslate2 normalises by |Y| ** lenpen instead, so its finished hypotheses (all ``beam`` of
   them) are rescored with GNMT's penalty. Its stopping rule differs from aiayn's exact search:
