@@ -176,6 +176,47 @@ def test_kv_cache_reorder_follows_the_rows_through_appends_and_shrinks():
         assert torch.equal(k_all, k_ref) and torch.equal(v_all, v_ref), step
 
 
+def test_static_kv_cache_keeps_the_projection_and_reorders_it_whole():
+    # cross-attention keeps the projected memory (B, S, 2D) whole: keys and values are views
+    # of it, and re-ordering rows selects them from it, as from each one alone
+    b, s, h, dh = 3, 5, 2, 4
+    kv = torch.randn(b, s, 2 * h * dh)
+    cache = KVCache(static=True)
+    k, v = cache.keep(kv, h)
+    k_ref = kv[..., : h * dh].view(b, s, h, dh).transpose(1, 2)
+    v_ref = kv[..., h * dh :].view(b, s, h, dh).transpose(1, 2)
+    assert torch.equal(k, k_ref) and torch.equal(v, v_ref) and k.data_ptr() == kv.data_ptr()
+    index = torch.tensor([2, 0, 2])
+    cache.reorder(index)
+    assert torch.equal(cache.k, k_ref[index]) and torch.equal(cache.v, v_ref[index])
+    assert cache.memory_kv.shape == (3, s, 2 * h * dh) and cache.length == s
+
+
+def test_decoding_steps_read_each_cache_in_first_without_changing_outputs(tiny, monkeypatch):
+    # every attention over a cache from one query per row reads the cache in first, self-
+    # and cross-attention alike; the tokens are the same without it
+    from aiayn.infer.greedy import greedy_search
+    from aiayn.model import attention
+
+    model = build_model(tiny).eval()
+    src = tokens(4, 6)
+    calls = []
+    real = KVCache.stream_in
+
+    def spy(cache):
+        calls.append(cache.static)
+        real(cache)
+
+    monkeypatch.setattr(KVCache, "stream_in", spy)
+    out, scores = greedy_search(model, src, max_len=5)
+    steps = out.size(1)
+    assert calls.count(True) == calls.count(False) == steps * tiny.n_decoder_layers
+    monkeypatch.setattr(attention, "STREAM_IN", False)
+    calls.clear()
+    plain, plain_scores = greedy_search(model, src, max_len=5)
+    assert calls == [] and torch.equal(out, plain) and torch.equal(scores, plain_scores)
+
+
 def test_attention_weights_recorded_without_changing_outputs(tiny):
     model = build_model(tiny).eval()
     src, tgt = tokens(2, 5), tokens(2, 4)
