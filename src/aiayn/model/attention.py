@@ -56,7 +56,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
 # at a time, a few kilobytes each, reads that otherwise wait on memory (between two steps the
 # weights and the other layers' caches push a cache out of the CPU's caches). On an AMD EPYC
 # (Zen 4), greedy decoding in throughput mode ran 1.02x as fast in float32 and 1.05-1.09x in
-# int8; in batches of 50, 0.97-1.04x in float32 and 1.08x in int8; one step 1.00-1.04x at 20
+# int8; in batches of 50, 0.97-1.01x in float32 and 1.08x in int8; one step 1.00-1.04x at 20
 # and 64 sentences (bench/experiments/ab_decode.py). Caches smaller than STREAM_IN_FROM keys
 # and values (512 KB of float32) are left as they are.
 STREAM_IN = True
