@@ -190,6 +190,10 @@ def test_static_kv_cache_keeps_the_projection_and_reorders_it_whole():
     cache.reorder(index)
     assert torch.equal(cache.k, k_ref[index]) and torch.equal(cache.v, v_ref[index])
     assert cache.memory_kv.shape == (3, s, 2 * h * dh) and cache.length == s
+    k2, v2 = torch.randn(3, h, s, dh), torch.randn(3, h, s, dh)
+    cache.update(k2, v2)  # given as keys and values: re-ordered as such
+    cache.reorder(torch.tensor([1]))
+    assert torch.equal(cache.k, k2[[1]]) and torch.equal(cache.v, v2[[1]])
 
 
 def test_decoding_steps_read_each_cache_in_first_without_changing_outputs(tiny, monkeypatch):

@@ -129,7 +129,7 @@ class KVCache:
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``k``, ``v`` (B, H, t, Dh); return all keys and values so far (B, H, L, Dh)."""
         if self.static:
-            self.k, self.v, self.length = k, v, k.size(2)
+            self.k, self.v, self.length, self.memory_kv = k, v, k.size(2), None
             return k, v
         return self.append(torch.stack((k, v), 2).transpose(1, 3))  # (B, t, 2, H, Dh)
 
