@@ -2,6 +2,9 @@
 quantized model directories that round-trip, and clear errors."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -9,12 +12,12 @@ from torch import nn
 
 from aiayn import build_model
 from aiayn.infer.greedy import greedy_decode
-from aiayn.model.quantize import ONEDNN_FROM, Int8Linear, amx_int8, quantize_int8
+from aiayn.model.quantize import ONEDNN_FROM, Int8Linear, amx_int8, full_range_int8, quantize_int8
 from aiayn.modeldir import load_model_dir, save_model_dir
 from tests.tolerance import assert_close_to_scale, max_scaled_diff
 
-# int8 weights (per-row scale) and 7-bit activations (per-tensor scale) each round to within
-# half a step of 1/127 and 1/63 of their range: a product of many such terms stays within a
+# int8 weights (per-row scale) and 8- or 7-bit activations (per-tensor scale) each round to
+# within half a step of 1/127 and 1/255 or 1/127 of their range: a product of many such terms stays within a
 # few percent of the output's scale, while a wrong scale or a dropped bias moves it by far more.
 INT8_REL = 0.05
 
@@ -41,14 +44,56 @@ def test_large_products_run_on_onednn_where_the_cpu_has_amx():
         pytest.skip("this CPU has no AMX int8 units: fbgemm alone runs")
     small, large = torch.randn(ONEDNN_FROM // 512 - 1, 64), torch.randn(ONEDNN_FROM // 512, 64)
     linear_dynamic = torch.ops.quantized.linear_dynamic
-    assert torch.equal(q(small), linear_dynamic(small, q._packed, True))
+    assert torch.equal(q(small), linear_dynamic(small, q._packed, q._reduce_range))
     assert torch.equal(q(large), linear_dynamic(large, q._wide, False))
-    assert not torch.equal(q(large), linear_dynamic(large, q._packed, True))
+    assert not torch.equal(q(large), linear_dynamic(large, q._packed, q._reduce_range))
     assert 0 < max_scaled_diff(q(large), linear(large).detach()) < INT8_REL
     # a loaded state dict is packed for both engines again
     other = Int8Linear.from_float(nn.Linear(64, 512))
     other.load_state_dict(q.state_dict())
     assert torch.equal(other(large), q(large))
+
+
+def saturating_product(rows: int = 5, k: int = 64) -> tuple[Int8Linear, torch.Tensor]:
+    """An int8 layer and inputs whose 8-bit codes (255) and weights (+-127) overflow any 16-bit
+    sum of two products."""
+    weight = torch.full((8, k), 127, dtype=torch.int8)
+    weight[1::2] = -127
+    x = torch.ones(rows, k)
+    x[:, 0] = 0.0
+    return Int8Linear(weight, torch.full((8,), 0.01), None), x
+
+
+def test_int8_inputs_never_saturate_the_product():
+    # 8-bit inputs only where the CPU's kernel sums in 32 bits; 7 bits elsewhere
+    q, x = saturating_product()
+    assert_close_to_scale(q(x), x @ q.dequantized().t(), rel=1e-4)
+    expected = torch.ops.quantized.linear_dynamic(x, q._packed, not full_range_int8())
+    assert torch.equal(q(x), expected)
+
+
+def test_full_range_is_measured_on_the_running_kernels():
+    # fbgemm told to use its AVX2 kernels (16-bit pair sums) must be seen to saturate; its
+    # AVX-512 VNNI kernels (32-bit sums), where this CPU has them, must not
+    script = (
+        "import warnings; warnings.filterwarnings('ignore')\n"
+        "from aiayn.model.quantize import full_range_int8\n"
+        "print(full_range_int8())"
+    )
+
+    def measured(isa: str) -> str:
+        env = dict(os.environ, FBGEMM_ENABLE_INSTRUCTIONS=isa)
+        run = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        return run.stdout.strip()
+
+    assert measured("AVX2") == "False"
+    q, _ = saturating_product()
+    assert q._reduce_range == (not full_range_int8())
+    if not torch.cpu.get_capabilities().get("avx512_vnni", False):
+        pytest.skip("this CPU has no AVX-512 VNNI: 7-bit inputs")
+    assert measured("AVX512_E1") == "True"
 
 
 def test_int8_rows_equal_the_rows_of_the_whole_layer():
