@@ -12,8 +12,8 @@ vocabulary: its step is almost all framework overhead (issuing the operators), t
 that PyTorch eager mode puts under every step whatever the model's size.
 
 Where the rest goes: the "attention skipped" rows run aiayn's step with each attention
-product over the cache replaced by its queries (the output is no translation; the step's
-other work is unchanged), so that the step's time less theirs is what attention costs inside
+product over the cache replaced by its queries and no cache read in before it (the output is
+no translation; the step's other work is unchanged), so that the step's time less theirs is what attention costs inside
 the step; the "attention alone" row times the six attention calls of step 30, captured from
 a real step and repeated back to back, their operands then hot in the CPU's caches.
 
@@ -56,14 +56,15 @@ def aiayn_steps(model, src, steps: int) -> None:
 
 
 @contextlib.contextmanager
-def attention_replaced(fn):
-    """Every fused attention call of aiayn's layers goes to ``fn(q, k, v, mask, dropout)``."""
-    original = attention_module.fused_attention
-    attention_module.fused_attention = fn
+def attention_replaced(fn, stream_in: bool = True):
+    """Every fused attention call of aiayn's layers goes to ``fn(q, k, v, mask, dropout)``;
+    ``stream_in`` False: no cache is read in before it either."""
+    original, reading = attention_module.fused_attention, attention_module.STREAM_IN
+    attention_module.fused_attention, attention_module.STREAM_IN = fn, stream_in
     try:
         yield
     finally:
-        attention_module.fused_attention = original
+        attention_module.fused_attention, attention_module.STREAM_IN = original, reading
 
 
 def skip_attention(q, k, v, mask, dropout):
@@ -147,7 +148,7 @@ def main() -> None:
                 fit = ids if max(ids) < vocab else [4 + t % (vocab - 4) for t in ids]  # no pad
                 src = torch.tensor([fit] * n)  # (n, S)
                 patch = (
-                    attention_replaced(skip_attention)
+                    attention_replaced(skip_attention, stream_in=False)
                     if name in skipped
                     else contextlib.nullcontext()
                 )
