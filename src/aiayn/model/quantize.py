@@ -2,8 +2,8 @@
 
 Each ``nn.Linear`` becomes an ``Int8Linear``: its weight W (N, K) is stored in int8 with one
 scale per output row (symmetric, s_n = max_k |W_nk| / 127), and at every call the input is
-quantized to 8 bits with a scale taken from its own range, multiplied in integers, and
-rescaled to float32 (fbgemm's dynamic int8 linear, PyTorch's supported int8 path on x86
+quantized (to 8 bits, or 7: below) with a scale taken from its own range, multiplied in
+integers, and rescaled to float32 (fbgemm's dynamic int8 linear, PyTorch's supported int8 path on x86
 CPUs). Embeddings, layer norms and attention stay in float32.
 
 The input gets all 8 bits where fbgemm's product sums in 32 bits (AVX-512 VNNI), 7 bits
