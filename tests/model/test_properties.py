@@ -198,17 +198,21 @@ def test_static_kv_cache_keeps_the_projection_and_reorders_it_whole():
 
 def test_decoding_steps_read_each_cache_in_first_without_changing_outputs(tiny, monkeypatch):
     # every attention over a cache from one query per row reads the cache in first, self-
-    # and cross-attention alike; the tokens are the same without it
+    # and cross-attention alike (here every cache, however small); the tokens and scores are
+    # the same without it
     from aiayn.infer.greedy import greedy_search
     from aiayn.model import attention
 
+    monkeypatch.setattr(attention, "STREAM_IN_FROM", 0)
     model = build_model(tiny).eval()
     src = tokens(4, 6)
     calls = []
     real = KVCache.stream_in
 
     def spy(cache):
+        rows = cache.memory_kv if cache.static else cache.kv
         calls.append(cache.static)
+        assert rows.size(1) >= cache.length  # reads filled rows only
         real(cache)
 
     monkeypatch.setattr(KVCache, "stream_in", spy)

@@ -17,8 +17,9 @@ from aiayn.modeldir import load_model_dir, save_model_dir
 from tests.tolerance import assert_close_to_scale, max_scaled_diff
 
 # int8 weights (per-row scale) and 8- or 7-bit activations (per-tensor scale) each round to
-# within half a step of 1/127 and 1/255 or 1/127 of their range: a product of many such terms stays within a
-# few percent of the output's scale, while a wrong scale or a dropped bias moves it by far more.
+# within half a step of 1/127 and 1/255 or 1/127 of their range: a product of many such terms
+# stays within a few percent of the output's scale, while a wrong scale or a dropped bias
+# moves it by far more.
 INT8_REL = 0.05
 
 

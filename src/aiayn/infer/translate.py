@@ -48,10 +48,10 @@ def search(
         prefix = None
     if not isinstance(model, torch.nn.Module):
         extra = {} if prefix is None else {"prefix": prefix}
+        options = dict(scores=scores, **extra)
         return model.search(
-            src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
-            scores=scores, **extra,
-        )  # fmt: skip
+            src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices, **options
+        )
     if sampling is not None:
         if beam != 1:
             raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")

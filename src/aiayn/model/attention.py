@@ -63,6 +63,12 @@ STREAM_IN = True
 STREAM_IN_FROM = 1 << 17
 
 
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """(B, T, D) to (B, H, T, D / H), a view: each head's features side by side."""
+    b, t, d = x.shape
+    return x.view(b, t, n_heads, d // n_heads).transpose(1, 2)
+
+
 def linear_rows(proj: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
     """Output features ``start:stop`` of the linear layer ``proj`` applied to ``x``, without
     computing the others (e.g. W_Q alone of the fused W_Q, W_K, W_V).
@@ -119,7 +125,7 @@ class KVCache:
 
     def __init__(self, static: bool = False) -> None:
         self.static = static
-        self.k: Tensor | None = None  # (B, H, L, Dh): static, as given; else views of kv
+        self.k: Tensor | None = None  # (B, H, L, Dh): views of memory_kv (static) or kv
         self.v: Tensor | None = None
         self.kv: Tensor | None = None  # (B, capacity, 2, H, Dh): self-attention's storage
         self.length = 0
@@ -128,18 +134,17 @@ class KVCache:
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``k``, ``v`` (B, H, t, Dh); return all keys and values so far (B, H, L, Dh)."""
-        if self.static:
-            self.k, self.v, self.length, self.memory_kv = k, v, k.size(2), None
-            return k, v
+        if self.static:  # kept as one (B, S, 2D) tensor, as ``keep`` keeps a projection
+            b, h, length, _ = k.shape
+            return self.keep(torch.cat((k, v), 1).transpose(1, 2).reshape(b, length, -1), h)
         return self.append(torch.stack((k, v), 2).transpose(1, 3))  # (B, t, 2, H, Dh)
 
     def keep(self, kv: Tensor, n_heads: int) -> tuple[Tensor, Tensor]:
         """A static cache's keys and values: the key and value columns of a fused projection
         of the memory ``kv`` (B, S, 2D), kept whole; returns them as (B, H, S, Dh) views."""
         self.memory_kv = kv
-        b, s, d = kv.size(0), kv.size(1), kv.size(2) // 2
-        k, v = (x.view(b, s, n_heads, d // n_heads).transpose(1, 2) for x in kv.split(d, -1))
-        self.k, self.v, self.length = k, v, s
+        k, v = (split_heads(x, n_heads) for x in kv.split(kv.size(-1) // 2, -1))
+        self.k, self.v, self.length = k, v, kv.size(1)
         return k, v
 
     def stream_in(self) -> None:
@@ -181,8 +186,6 @@ class KVCache:
         if self.static:
             if self.memory_kv is not None:
                 self.keep(self.memory_kv.index_select(0, index), self.k.size(1))
-            elif self.k is not None:
-                self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
             return
         if self.kv is None:
             return
@@ -218,8 +221,7 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
 
     def _split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+        return split_heads(x, self.n_heads)  # (B, H, T, Dh)
 
     def forward(
         self,
@@ -260,13 +262,12 @@ class MultiHeadAttention(nn.Module):
             q = linear_rows(self.in_proj, x, 0, d)  # (B, T, D)
             if cache is not None and cache.filled:
                 k, v = cache.k, cache.v  # (B, H, S, Dh)
-            elif cache is not None:
-                kv = linear_rows(self.in_proj, memory, d, 3 * d)  # (B, S, 2D)
-                k, v = cache.keep(kv, self.n_heads)  # (B, H, S, Dh)
             else:
                 kv = linear_rows(self.in_proj, memory, d, 3 * d)  # (B, S, 2D)
-                k, v = kv.split(d, dim=-1)  # 2 x (B, S, D)
-                k, v = self._split_heads(k), self._split_heads(v)  # (B, H, S, Dh)
+                if cache is not None:
+                    k, v = cache.keep(kv, self.n_heads)  # (B, H, S, Dh)
+                else:
+                    k, v = (self._split_heads(x) for x in kv.split(d, dim=-1))  # (B, H, S, Dh)
         q = self._split_heads(q)  # (B, H, T, Dh)
         b, t = x.size(0), x.size(1)
         group = b // k.size(0)  # queries per key/value row: the K beams of one source

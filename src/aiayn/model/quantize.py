@@ -3,15 +3,16 @@
 Each ``nn.Linear`` becomes an ``Int8Linear``: its weight W (N, K) is stored in int8 with one
 scale per output row (symmetric, s_n = max_k |W_nk| / 127), and at every call the input is
 quantized (to 8 bits, or 7: below) with a scale taken from its own range, multiplied in
-integers, and rescaled to float32 (fbgemm's dynamic int8 linear, PyTorch's supported int8 path on x86
-CPUs). Embeddings, layer norms and attention stay in float32.
+integers, and rescaled to float32 (fbgemm's dynamic int8 linear, PyTorch's supported int8
+path on x86 CPUs). Embeddings, layer norms and attention stay in float32.
 
 The input gets all 8 bits where fbgemm's product sums in 32 bits (AVX-512 VNNI), 7 bits
 elsewhere: fbgemm's AVX2 and plain AVX-512 kernels add pairs of 8-bit products in 16 bits,
 which 8-bit inputs can saturate (2 x 255 x 127 > 32,767). ``full_range_int8`` tells which by
-measurement on the running CPU. On the shipped model's 1,000 test sentences (AMD EPYC with
-VNNI), 8-bit inputs made greedy int8 output equal float32's on 833 sentences against 731,
-at the same speed (sacreBLEU 8.54 against 8.52; float32 8.56).
+measurement on the running CPU. On an AMD EPYC with VNNI, 8-bit inputs made the shipped
+model's greedy int8 output equal float32's on 162 of the 200 sentences of
+``bench/decode_speed.py``, against 134 with 7-bit inputs (its records;
+sacreBLEU on the test split: docs/decoding.md).
 
 On a CPU with AMX int8 units (Intel Xeon from Sapphire Rapids on), a product with a large
 output runs on oneDNN's dynamic int8 linear instead, which multiplies on those units: it costs
