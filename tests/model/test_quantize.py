@@ -55,6 +55,40 @@ def test_large_products_run_on_onednn_where_the_cpu_has_amx():
     assert torch.equal(other(large), q(large))
 
 
+def test_int8_linear_spares_its_packed_weights_the_override_lookup(monkeypatch):
+    # torch.ops asks every argument for __torch_function__; asked of the packed weights it
+    # fails through a C++ exception, dearer than a decoding step's small product
+    q = Int8Linear.from_float(nn.Linear(16, 8))
+    x = torch.randn(2, 16)
+    asked = []
+    lookup = torch._C.ScriptObject.__getattr__
+
+    def spy(self, name):
+        asked.append(name)
+        return lookup(self, name)
+
+    monkeypatch.setattr(torch._C.ScriptObject, "__getattr__", spy)
+    torch.ops.quantized.linear_dynamic(x, q._packed, q._reduce_range)
+    assert asked == ["__torch_function__"]  # the spy sees what a plain call asks
+    asked.clear()
+    got = q(x)
+    assert asked == []
+    assert torch.equal(got, torch.ops.quantized.linear_dynamic(x, q._packed, q._reduce_range))
+
+    class Seen(torch.overrides.TorchFunctionMode):  # modes still see the call
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Seen() as mode:
+        assert torch.equal(q(x), got)
+    assert any("linear_dynamic" in name for name in mode.names)
+
+
 def saturating_product(rows: int = 5, k: int = 64) -> tuple[Int8Linear, torch.Tensor]:
     """An int8 layer and inputs whose 8-bit codes (255) and weights (+-127) overflow any 16-bit
     sum of two products."""
