@@ -145,7 +145,8 @@ class Int8Linear(nn.Module):
         return self.weight.float() * self.weight_scale[:, None]
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.float()
+        if x.dtype is not torch.float32:  # (a call to .float() costs even when it returns x)
+            x = x.float()
         wide = self._wide is not None and (
             x.numel() // self.in_features * self.out_features >= ONEDNN_FROM
         )
