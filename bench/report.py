@@ -581,6 +581,32 @@ def fp32_kernels(results: Path) -> str:
     return "\n\n".join(parts)
 
 
+def attention_kernels(results: Path) -> str:
+    """``experiments/attention_kernels.py``: one step's attention over the cache, hot and cold."""
+    parts = []
+    for record in latest_by(
+        load(results, "attention_kernels"), lambda r: (r["machine"].get("cpu_model"), r["model"])
+    ):
+        rows = [
+            [f"{r['rows']} x {r['length']}", r["kernel"], num(r["hot_us"], 0), num(r["cold_us"], 0),
+             num(r["cold_gb_s"], 1)]
+            for r in record["rows"]
+        ]  # fmt: skip
+        parts.append(
+            f"`{record['model']}`'s heads ({record['heads']} of {record['d_head']}), "
+            f"{record['threads']} thread(s), median of {record['repeats']}:\n\n"
+            + provenance(record, "bench/experiments/attention_kernels.py")
+            + "\n\n"
+            + table(
+                ["sentences x cached positions", "formulation", "hot us", "cold us",
+                 "cold GB/s of keys and values"],
+                rows,
+                {2, 3, 4},
+            )  # fmt: skip
+        )
+    return "\n\n".join(parts)
+
+
 def hosts(results: Path) -> str:
     """Every machine the records were measured on, with how many records and when."""
     seen: dict[tuple, dict] = {}
@@ -1125,6 +1151,14 @@ EXPERIMENTS = [
         "weight column-major as a model directory loads it) or oneDNN with the weight "
         "prepacked (`aiayn.model.layout.PackedLinear`, the default on AMD CPUs with AVX-512).",
         fp32_kernels,
+    ),
+    (
+        "Attention over the KV cache",
+        "One greedy step's attention (one query per sentence) over its cached keys and values: "
+        "`scaled_dot_product_attention` as aiayn runs it, the same products by `torch.bmm` on "
+        "head-major keys and values, and by element-wise products, against one plain read "
+        "of the same keys and values; hot (back to back) and cold (after reading 256 MB).",
+        attention_kernels,
     ),
     (
         "int8 products: fbgemm and oneDNN",
