@@ -598,8 +598,13 @@ def attention_kernels(results: Path) -> str:
             + provenance(record, "bench/experiments/attention_kernels.py")
             + "\n\n"
             + table(
-                ["sentences x cached positions", "formulation", "hot us", "cold us",
-                 "cold GB/s of keys and values"],
+                [
+                    "sentences x cached positions",
+                    "formulation",
+                    "hot us",
+                    "cold us",
+                    "cold GB/s of keys and values",
+                ],
                 rows,
                 {2, 3, 4},
             )  # fmt: skip
