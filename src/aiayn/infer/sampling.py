@@ -27,7 +27,6 @@ from torch import Tensor
 from aiayn.config import EOS, PAD
 from aiayn.errors import OptionError
 from aiayn.infer.beam import Hypothesis
-from aiayn.infer.greedy import row_max
 from aiayn.infer.mode import decoding
 
 # every token so far of each live row (N, L) -> next-token logits (N, V)
@@ -151,7 +150,7 @@ def sample_next(
     """
     check_settings(temperature, top_k, top_p)
     if temperature == 0:
-        return row_max(logits)[1][:, None]
+        return logits.argmax(-1, keepdim=True)
     probs = sampling_distribution(logits, temperature, top_k, top_p)  # (N, V)
     cdf = probs.double().cumsum(-1)  # (N, V); float64 so that u * total < total
     u = _uniforms(logits.size(0), generator, logits.device).double() * cdf[:, -1]  # (N,)
