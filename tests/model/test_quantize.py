@@ -69,7 +69,7 @@ def test_int8_linear_spares_its_packed_weights_the_override_lookup(monkeypatch):
 
     monkeypatch.setattr(torch._C.ScriptObject, "__getattr__", spy)
     torch.ops.quantized.linear_dynamic(x, q._packed, q._reduce_range)
-    assert asked == ["__torch_function__"]  # the spy sees what a plain call asks
+    assert "__torch_function__" in asked  # the spy sees what a plain call asks
     asked.clear()
     got = q(x)
     assert asked == []
