@@ -245,13 +245,16 @@ def serve(venv: Path, home: Path, env: dict[str, str]) -> dict[str, tuple[int, s
     answers: dict[str, tuple[int, str]] = {}
     try:
         deadline = time.monotonic() + 120
-        while "/health" not in answers:
+        while True:
             assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the server did not start"
+            assert time.monotonic() < deadline, f"the server did not get ready: {answers}"
             try:
                 answers["/health"] = get(port, "/health")
-            except OSError:
-                time.sleep(0.2)
+            except OSError:  # not listening yet
+                pass
+            if answers.get("/health", (503,))[0] != 503:  # 503: the model is still loading
+                break
+            time.sleep(0.2)
         answers["/"] = get(port, "/")
     finally:
         proc.terminate()
