@@ -10,10 +10,12 @@ values per sentence, with the model's heads and head size. Formulations:
 * ``sdpa``: ``F.scaled_dot_product_attention`` on strided (B, H, L, Dh) views of a
   (B, capacity, 2, H, Dh) store, with a padding mask: what aiayn's decoding step runs;
 * ``bmm``: scores and outputs by ``torch.bmm`` over head-major keys and values, each stored
-  apart as (B * H, capacity, Dh) (CTranslate2's layout), with the mask added to the scores;
+  apart as (B * H, capacity, Dh) (CTranslate2's order, with spare capacity), with the mask
+  added to the scores;
 * ``products``: element-wise products summed (PyTorch's own vectorized loops, no BLAS);
 * ``read``: one pass over the same keys and values (``sum``), what
-  ``KVCache.stream_in`` costs: the memory's speed, the floor of any attention kernel.
+  ``KVCache.stream_in`` costs: the memory's speed, about the least any attention kernel pays
+  (it must read them all).
 
 "Hot" repeats a call back to back; "cold" reads a buffer larger than the CPU's caches before
 each call, as a decoding step's other layers do between two reads of one cache. Reports
