@@ -88,7 +88,7 @@ def formulations(rows: int, length: int, heads: int, d_head: int) -> dict:
 
 
 def timed(fn, repeats: int, cold: bool, flush: torch.Tensor) -> float:
-    """Median seconds per call, hot (calls back to back) or cold (caches written over)."""
+    """Median seconds per call, hot (calls back to back) or cold (``flush`` read first)."""
     fn()
     calls = 50 if not cold else 10
     times = []

@@ -210,9 +210,7 @@ def test_decoding_steps_read_each_cache_in_first_without_changing_outputs(tiny, 
     real = KVCache.stream_in
 
     def spy(cache):
-        rows = cache.memory_kv if cache.static else cache.kv
         calls.append(cache.static)
-        assert rows.size(1) >= cache.length  # reads filled rows only
         real(cache)
 
     monkeypatch.setattr(KVCache, "stream_in", spy)

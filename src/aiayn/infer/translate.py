@@ -47,8 +47,7 @@ def search(
     if prefix is not None and not prefix.size(1):
         prefix = None
     if not isinstance(model, torch.nn.Module):
-        extra = {} if prefix is None else {"prefix": prefix}
-        options = dict(scores=scores, **extra)
+        options = {"scores": scores} if prefix is None else {"scores": scores, "prefix": prefix}
         return model.search(
             src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices, **options
         )

@@ -275,9 +275,8 @@ class MultiHeadAttention(nn.Module):
             q = q.view(k.size(0), group, self.n_heads, t, self.d_head).transpose(1, 2)
             q = q.reshape(k.size(0), self.n_heads, group * t, self.d_head)
         p = self.dropout if self.training else 0.0
-        if STREAM_IN and cache is not None and t == 1 and not torch.is_grad_enabled():
-            if x.device.type == "cpu":
-                cache.stream_in()  # one query per row: a decoding step
+        if STREAM_IN and cache is not None and t == 1 and x.is_cpu and not torch.is_grad_enabled():
+            cache.stream_in()  # one query per row: a decoding step on a CPU
         weights = None
         if need_weights:
             out, weights = attention(q, k, v, mask, p)  # (B, H, T, Dh)
