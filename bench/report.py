@@ -396,6 +396,8 @@ def serving_engines(results: Path) -> str:
                 cpu[0] = num(row["cpu_ms_per_sentence"], 2)
             sentences_per_s = num(row["sentences_per_s"], 1)
             batch = num(row["mean_batch_texts"], 1) if row.get("mean_batch_texts") else ""
+            if "for_clients" in row:  # CTranslate2 alone at the batch size served to N clients
+                batch, clients = str(row["batch"]), f"({row['for_clients']})"
             rows.append([row["server"], clients, sentences_per_s, *latency, *cpu, batch, errors])
         ratios = [
             f"serve --engine ctranslate2 / serve --engine torch at {key.split('_')[-2]} "
@@ -409,6 +411,18 @@ def serving_engines(results: Path) -> str:
             f"its runs): {value:.2f}x"
             for key, value in record.items()
             if key.startswith("serve_ct2_over_direct_at_")
+        ]
+        ratios += [
+            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients / CTranslate2 directly "
+            f"in batches of the size served: {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("serve_ct2_over_direct_same_batch_at_")
+        ]
+        ratios += [
+            f"CTranslate2 directly in batches of the size served at {key.split('_')[-2]} "
+            f"clients / in batches of 64: {value:.2f}x"
+            for key, value in record.items()
+            if key.startswith("direct_at_served_batch_over_direct_at_")
         ]
         ratios += [
             f"by CPU time, CTranslate2 directly "
@@ -1070,7 +1084,9 @@ SECTIONS = [
         "greedy or with the beam each table names) and against CTranslate2's `Translator.translate_batch` called directly on the "
         "same sentences in batches of 64 (the server's `--max-batch`), without HTTP; the "
         "direct runs come before and between the servers' and are averaged, because the "
-        "machine's load drifts.",
+        "machine's load drifts. Rows named \"the server's batch\" (newer records) call "
+        "CTranslate2 directly in batches as large as the server formed on average for the "
+        "client count in brackets: what that batch size costs CTranslate2 itself.",
         serving_engines,
     ),
     (

@@ -13,7 +13,10 @@ time, sends nothing off this machine, and stops its servers.
 ``--engines`` compares engines instead: ``serve --engine ctranslate2`` against CTranslate2
 called directly (``Translator.translate_batch`` over the same sentences, greedy, in batches of
 the server's ``--max-batch``, on the same CTranslate2 model and threads) and against ``serve``
-with the torch engine, and records the ratios:
+with the torch engine, and records the ratios. After the server's runs it also calls CTranslate2
+directly in batches as large as the server formed on average at each client count, which
+parts what the batch size costs (closed-loop clients split into cohorts that reach the
+server while another cohort decodes) from what serving costs:
 
     python bench/serve_load.py models/ding-de-en --engines --clients 16,64 --requests 4
 
@@ -45,6 +48,7 @@ from bench.common import write_result  # noqa: E402
 from scripts.browser_check import free_port, start_server  # noqa: E402
 
 HOST = "127.0.0.1"  # the load never leaves this machine
+DIRECT_SAME = "direct-ctranslate2, the server's batch"  # rows timed at the served batch size
 
 
 def test_sentences(corpus: Path, n: int) -> list[str]:
@@ -198,8 +202,8 @@ def direct_ctranslate2(
         )
         [tokenizer.sp.decode_pieces(r.hypotheses[0]) for r in results]  # as the server does
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"server": "direct-ctranslate2", "sentences": len(tokens), "seconds": round(wall, 3),
-            "sentences_per_s": round(len(tokens) / wall, 2),
+    return {"server": "direct-ctranslate2", "sentences": len(tokens), "batch": batch,
+            "seconds": round(wall, 3), "sentences_per_s": round(len(tokens) / wall, 2),
             "cpu_ms_per_sentence": round(cpu / len(tokens) * 1000, 3)}  # fmt: skip
 
 
@@ -223,14 +227,27 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     used = [sentences[i % len(sentences)] for i in range(most * args.requests)]
     rows = [direct_ctranslate2(model_dir, used, args.threads, 64, args.beam)]
     print(json.dumps(rows[-1]), flush=True)
-    rows += run_mode(args, "serve-ctranslate2", ["--engine", "ctranslate2"], clients, sentences)
+    served_rows = run_mode(
+        args, "serve-ctranslate2", ["--engine", "ctranslate2"], clients, sentences
+    )
+    rows += served_rows
     rows.append(direct_ctranslate2(model_dir, used, args.threads, 64, args.beam))  # load drifts
     print(json.dumps(rows[-1]), flush=True)
+    # CTranslate2 alone in batches as large as the server's were: what the batch size the
+    # clients' timing allowed costs, apart from what serving costs
+    same_batch = {}
+    for row in served_rows:
+        batch = max(1, round(row["mean_batch_texts"] or 1))
+        same = direct_ctranslate2(model_dir, used, args.threads, batch, args.beam)
+        same_batch[row["clients"]] = {**same, "server": DIRECT_SAME, "for_clients": row["clients"]}
+        rows.append(same_batch[row["clients"]])
+        print(json.dumps(rows[-1]), flush=True)
     rows += run_mode(args, "serve-torch", ["--engine", "torch"], clients, sentences)
-    direct = statistics.fmean(r["sentences_per_s"] for r in rows if r["server"].startswith("d"))
-    direct_cpu = statistics.fmean(r["cpu_ms_per_sentence"] for r in rows if "sentences" in r)
+    direct_rows = [r for r in rows if r["server"] == "direct-ctranslate2"]
+    direct = statistics.fmean(r["sentences_per_s"] for r in direct_rows)
+    direct_cpu = statistics.fmean(r["cpu_ms_per_sentence"] for r in direct_rows)
     by = {(r["server"], r.get("clients")): r["sentences_per_s"] for r in rows}
-    served = {r["clients"]: r for r in rows if r["server"] == "serve-ctranslate2"}
+    served = {r["clients"]: r for r in served_rows}
     summary = {
         "direct_ctranslate2_sentences_per_s": round(direct, 2),
         **{
@@ -243,6 +260,18 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
                 round(direct_cpu / served[n]["server_cpu_ms_per_sentence"], 2)
                 if served[n]["server_cpu_ms_per_sentence"]
                 else None
+            )
+            for n in clients
+        },
+        **{
+            f"serve_ct2_over_direct_same_batch_at_{n}_clients": round(
+                by[("serve-ctranslate2", n)] / same_batch[n]["sentences_per_s"], 2
+            )
+            for n in clients
+        },
+        **{
+            f"direct_at_served_batch_over_direct_at_{n}_clients": round(
+                same_batch[n]["sentences_per_s"] / direct, 2
             )
             for n in clients
         },
