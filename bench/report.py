@@ -399,37 +399,25 @@ def serving_engines(results: Path) -> str:
             if "for_clients" in row:  # CTranslate2 alone at the batch size served to N clients
                 batch, clients = str(row["batch"]), f"({row['for_clients']})"
             rows.append([row["server"], clients, sentences_per_s, *latency, *cpu, batch, errors])
+        direct = num(record["direct_ctranslate2_sentences_per_s"], 1)
+        direct_cpu = num(record["direct_ctranslate2_cpu_ms_per_sentence"], 2)
+        phrases = [  # (key prefix, what its ratio says; {n}: clients)
+            ("serve_ct2_over_serve_torch_at_", "serve --engine ctranslate2 / serve --engine "
+             "torch at {n} clients"),
+            ("serve_ct2_over_direct_at_", "serve --engine ctranslate2 at {n} clients / "
+             f"CTranslate2 directly ({direct} sentences/s, the mean of its runs)"),
+            ("serve_ct2_over_direct_same_batch_at_", "serve --engine ctranslate2 at {n} clients "
+             "/ CTranslate2 directly in batches of the size served"),
+            ("direct_at_served_batch_over_direct_at_", "CTranslate2 directly in batches of the "
+             "size served at {n} clients / in batches of 64"),
+            ("serve_ct2_over_direct_by_cpu_at_", f"by CPU time, CTranslate2 directly "
+             f"({direct_cpu} ms per sentence) / serve --engine ctranslate2 at {{n}} clients"),
+        ]  # fmt: skip
         ratios = [
-            f"serve --engine ctranslate2 / serve --engine torch at {key.split('_')[-2]} "
-            f"clients: {value:.2f}x"
+            f"{text.format(n=key.split('_')[-2])}: {value:.2f}x"
+            for prefix, text in phrases
             for key, value in record.items()
-            if key.startswith("serve_ct2_over_serve_torch_at_")
-        ]
-        ratios += [
-            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients / CTranslate2 directly "
-            f"({num(record['direct_ctranslate2_sentences_per_s'], 1)} sentences/s, the mean of "
-            f"its runs): {value:.2f}x"
-            for key, value in record.items()
-            if key.startswith("serve_ct2_over_direct_at_")
-        ]
-        ratios += [
-            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients / CTranslate2 directly "
-            f"in batches of the size served: {value:.2f}x"
-            for key, value in record.items()
-            if key.startswith("serve_ct2_over_direct_same_batch_at_")
-        ]
-        ratios += [
-            f"CTranslate2 directly in batches of the size served at {key.split('_')[-2]} "
-            f"clients / in batches of 64: {value:.2f}x"
-            for key, value in record.items()
-            if key.startswith("direct_at_served_batch_over_direct_at_")
-        ]
-        ratios += [
-            f"by CPU time, CTranslate2 directly "
-            f"({num(record['direct_ctranslate2_cpu_ms_per_sentence'], 2)} ms per sentence) / "
-            f"serve --engine ctranslate2 at {key.split('_')[-2]} clients: {value:.2f}x"
-            for key, value in record.items()
-            if key.startswith("serve_ct2_over_direct_by_cpu_at_") and value is not None
+            if key.startswith(prefix) and value is not None
         ]
         loads = record.get("load_average_1_5_15_min")
         if loads:
