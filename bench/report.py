@@ -637,7 +637,7 @@ def eager_floor(results: Path) -> str:
                     "decoder",
                     "run CPU ms",
                     "steps",
-                    "sentences per step",
+                    "rows per step",
                     "floor ms",
                     "floor share",
                     "at most, without the floor",

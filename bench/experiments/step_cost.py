@@ -13,9 +13,10 @@ that PyTorch eager mode puts under every step whatever the model's size.
 
 Where the rest goes: the "attention skipped" rows run aiayn's step with each attention
 product over the cache replaced by its queries and no cache read in before it (the output is
-no translation; the step's other work is unchanged), so that the step's time less theirs is what attention costs inside
-the step; the "attention alone" row times the six attention calls of step 30, captured from
-a real step and repeated back to back, their operands then hot in the CPU's caches.
+no translation; the step's other work is unchanged), so that the step's time less theirs is
+what attention costs inside the step; the "attention alone" row times the six attention
+calls of step 30, captured from a real step and repeated back to back, their operands then
+hot in the CPU's caches.
 
 Every decoder runs once per round, in turn, ``--rounds`` rounds: the table gives each
 decoder's median over rounds, the ratios are per round (median, and the lowest and highest
@@ -174,10 +175,11 @@ def main() -> None:
     print(f"{'CPU ms per step, rows:':<50}" + "".join(f"{n:>9}" for n in rows))
     for name, by_rows in table.items():
         print(f"{name:<50}" + "".join(f"{by_rows[n]:>9.2f}" for n in rows))
-    kinds = (("float32", "float32"), ("int8", "int8"))
     per_round = {
-        kind: {n: [r[f"aiayn {a}"][n] / r[f"CTranslate2 {kind}"][n] for r in rounds] for n in rows}
-        for a, kind in kinds
+        kind: {
+            n: [r[f"aiayn {kind}"][n] / r[f"CTranslate2 {kind}"][n] for r in rounds] for n in rows
+        }
+        for kind in ("float32", "int8")
     }
     ratios = {
         kind: {n: statistics.median(v) for n, v in t.items()} for kind, t in per_round.items()
