@@ -43,7 +43,9 @@ class TorchTransformer(nn.Module):
         return self.drop(self.embed(x) * math.sqrt(self.d_model) + self.pe[: x.size(1)])
 
     def forward(self, src, tgt):
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), dtype=torch.bool)
+        causal = nn.Transformer.generate_square_subsequent_mask(
+            tgt.size(1), device=tgt.device, dtype=torch.bool
+        )
         h = self.core(
             self._embed(src),
             self._embed(tgt),

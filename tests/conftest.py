@@ -17,7 +17,11 @@ def _seed():
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD,
            signal.SIGALRM, signal.SIGXFSZ)  # fmt: skip
 # set once by a library on first use, process-wide by design (torch's compile cache)
-ENV_SET_BY_LIBRARIES = {"TORCHINDUCTOR_CACHE_DIR", "PYTEST_CURRENT_TEST"}
+ENV_SET_BY_LIBRARIES = {
+    "TORCHINDUCTOR_CACHE_DIR",
+    "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",  # inductor, on compiling a graph
+    "PYTEST_CURRENT_TEST",
+}
 
 
 def process_state() -> dict:
@@ -53,7 +57,12 @@ def _leaves_no_process_state_behind():
     changed = [k for k in before if before[k] != after[k]]
     if changed:
         restore_process_state(before)
-        pytest.fail(f"the test left process state changed: {', '.join(changed)}")
+        names = [*changed]
+        if "environment" in changed:  # which variables
+            was, now = before["environment"], after["environment"]
+            keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+            names[names.index("environment")] = f"environment ({', '.join(keys)})"
+        pytest.fail(f"the test left process state changed: {', '.join(names)}")
 
 
 @pytest.fixture(autouse=True, scope="module")

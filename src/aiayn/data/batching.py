@@ -28,6 +28,18 @@ def _to(batch, device):
     return replace(batch, **moved) if moved else batch
 
 
+def pinned(batch):
+    """``batch`` with its tensors in page-locked memory, so that the copy to a GPU runs
+    asynchronously (no wait for the GPU's queue to drain); a batch whose tensors are not on
+    the CPU as it is."""
+    moved = {
+        f.name: getattr(batch, f.name).pin_memory()
+        for f in fields(batch)
+        if isinstance(getattr(batch, f.name), Tensor) and getattr(batch, f.name).is_cpu
+    }
+    return replace(batch, **moved) if moved else batch
+
+
 @dataclass
 class Batch:
     """A padded translation batch: ``src`` (B, S), decoder input ``tgt_in`` and labels ``tgt_out``

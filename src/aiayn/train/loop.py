@@ -48,6 +48,7 @@ from aiayn.model import build_model
 from aiayn.model.stacks import set_activation_checkpointing
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
+from aiayn.train import compiling
 from aiayn.train import distributed as ddp
 from aiayn.train import resume
 from aiayn.train.heap import HeapTrimmer
@@ -166,10 +167,12 @@ class Trainer:
         set_activation_checkpointing(self.model, tc.activation_checkpointing)
         if self.ctx.rank:  # same initial weights everywhere, different dropout masks
             torch.manual_seed(tc.seed + self.ctx.rank)
-        # shapes vary from batch to batch: compile once for dynamic shapes
-        fast = torch.compile(self.model, dynamic=True) if tc.compile else self.model
+        loss_fn = self.task.loss_fn
+        if tc.compile:  # each layer and the loss, compiled on their first call
+            compiling.compile_layers(self.model)
+            loss_fn = compiling.compiled_loss(loss_fn)
         self.objective = ddp.wrap(
-            ddp.Objective(fast, self.task.loss_fn),
+            ddp.Objective(self.model, loss_fn),
             self.ctx,
             find_unused=bool(self.model_config.n_classes),  # the MLM head idles
         )
@@ -422,7 +425,7 @@ class Trainer:
         if self.progress:
             print(f"aiayn train: {self.ctx.precision} ({why})", file=sys.stderr)
         self.model.train()
-        stop = self._out_of_budget()
+        stop, compiled_logged = self._out_of_budget(), False
         while self.epoch < tc.max_epochs and not stop:
             groups = self._groups(self.task.train_batches(self.epoch))
             if not groups:
@@ -447,9 +450,15 @@ class Trainer:
                 "t": time.perf_counter(),
                 "wait": 0.0,
             }
-            with Prefetcher(groups, self.batch_pos, self.ctx.rank, self.ctx.world_size) as ahead:
+            pin = self.ctx.device.type == "cuda"
+            with Prefetcher(
+                groups, self.batch_pos, self.ctx.rank, self.ctx.world_size, pin=pin
+            ) as ahead:
                 for group in ahead:
                     loss, nll, n, seconds = self.train_step(group)
+                    if tc.compile and not compiled_logged:
+                        compiled_logged = True
+                        self._log_compile(seconds)
                     self.elapsed += seconds
                     self.batch_pos += 1
                     window["loss"] += loss * n
@@ -481,6 +490,14 @@ class Trainer:
         self.save_checkpoint()
         return self.finish()
 
+    def _log_compile(self, seconds: float) -> None:
+        """The first step of a compiled run: its seconds (mostly compilation), the graphs."""
+        graphs = compiling.compiled_graphs()
+        self.log({"event": "compile", "step": self.step, "first_step_s": seconds,
+                  "compiled_graphs": graphs})  # fmt: skip
+        if self.progress:
+            print(f"aiayn train: compiled {graphs} graphs in {seconds:.1f} s", file=sys.stderr)
+
     def _log_window(self, window: dict, bar) -> None:
         now = time.perf_counter()
         tokens = max(window["tokens"], 1)
@@ -497,6 +514,8 @@ class Trainer:
             "data_wait_share": window["wait"] / max(now - window["t"], 1e-9),
             "elapsed_s": self.elapsed,
         }
+        if self.run.train.compile:  # a count that grows after the first steps: recompiling
+            record["compiled_graphs"] = compiling.compiled_graphs()
         self.log(record)
         bar.set_postfix(
             loss=f"{record['loss']:.3f}",

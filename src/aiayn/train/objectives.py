@@ -11,7 +11,12 @@ from torch.utils.checkpoint import checkpoint
 
 
 def label_smoothed_nll(
-    logits: Tensor, target: Tensor, smoothing: float, pad_id: int, selected: bool = False
+    logits: Tensor,
+    target: Tensor,
+    smoothing: float,
+    pad_id: int,
+    selected: bool = False,
+    every_class: bool | None = None,
 ) -> tuple[Tensor, Tensor, int]:
     """Summed label-smoothed cross-entropy over non-pad targets (Vaswani et al. 2017 §5.4).
 
@@ -20,22 +25,25 @@ def label_smoothed_nll(
     produce (logit -inf, e.g. a ``final_logits_bias`` of -inf); padding positions get nothing.
     Returns (smoothed loss sum, plain NLL sum, number of target tokens).
     ``logits`` (N, V), ``target`` (N,); ``selected``: the caller has already dropped the
-    padding positions (the model unembedded only real targets).
+    padding positions (the model unembedded only real targets). ``every_class``: whether
+    every class is possible in every row (no logit is -inf), when the caller knows it (an
+    unembedding without a bias); None checks the logits, a host sync on a GPU.
     """
     logits = logits.reshape(-1, logits.size(-1))  # (N, V)
     tgt = target.reshape(-1)  # (N,)
     if not selected:
         keep = tgt != pad_id  # (N,)
         logits, tgt = logits[keep], tgt[keep]  # (n, V), (n,)
-    logp = F.log_softmax(logits.float(), dim=-1)  # (n, V)
+    logp = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (n, V)
     nll = -logp.gather(1, tgt[:, None]).squeeze(1)  # (n,)
     if smoothing <= 0.0:
         return nll.sum(), nll.sum().detach(), tgt.numel()
-    total = logp.sum(-1) if logp.device.type == "cpu" else None  # (n,)
-    if total is not None and bool(torch.isfinite(total).all()):
+    total = logp.sum(-1)  # (n,)
+    if every_class is None:  # a host check: free on the CPU, a sync on a GPU
+        every_class = bool(torch.isfinite(total).all())
+    if every_class:
         # every class possible (the common case): the sum over the classes other than pad
-        # and the target is the row sum less those two, with no (n, V) mask; the host check
-        # costs nothing on the CPU (elsewhere it would be a sync per step)
+        # and the target is the row sum less those two, with no (n, V) mask
         others = -(total - logp[:, pad_id]) - nll  # (n,)
         n_others = logp.size(-1) - 2
     else:
@@ -48,28 +56,57 @@ def label_smoothed_nll(
     return loss.sum(), nll.sum().detach(), tgt.numel()
 
 
-LOSS_CHUNK_LOGITS = 1 << 23  # logits unembedded at a time: 32 MB in float32
+LOSS_CHUNK_LOGITS = 1 << 23  # logits unembedded at a time on the CPU: 32 MB in float32
+# on a GPU: as many logits at a time as fit this share of the memory that is free (the
+# driver's free memory and what the caching allocator holds unused), at BYTES_PER_LOGIT
+# each at the loss's peak (the float32 log-softmax kept for the backward pass, its gradient,
+# the gradient's sum and the half-precision logits' gradient)
+DEVICE_MEMORY_SHARE = 0.5
+BYTES_PER_LOGIT = 16
+
+
+def loss_chunk_rows(unembed, states: Tensor) -> int:
+    """Rows of ``states`` (n, D) unembedded at a time: a fixed bound on the CPU (its memory
+    is the host's, shared with everything else); on a GPU, what the free memory holds, so
+    that a batch's logits usually fit in one piece (one kernel per operation, no recompute)."""
+    per_row = unembed.out_features
+    if states.device.type != "cuda":
+        return max(LOSS_CHUNK_LOGITS // per_row, 1)
+    free, _ = torch.cuda.mem_get_info(states.device)
+    cached = torch.cuda.memory_reserved(states.device) - torch.cuda.memory_allocated(states.device)
+    budget = DEVICE_MEMORY_SHARE * (free + cached)
+    return max(int(budget // (per_row * BYTES_PER_LOGIT)), 1)
 
 
 def unembedded_loss(
-    unembed, states: Tensor, target: Tensor, smoothing: float, pad_id: int
+    unembed, states: Tensor, target: Tensor, smoothing: float, pad_id: int, nll_fn=None
 ) -> tuple[Tensor, Tensor, int]:
-    """``label_smoothed_nll`` of ``unembed(states)``, ``LOSS_CHUNK_LOGITS`` logits at a time.
+    """``label_smoothed_nll`` of ``unembed(states)``, ``loss_chunk_rows`` rows at a time.
 
     The logits of a batch are its largest tensors (n x V: 3,600 targets x 37,000 classes are
     530 MB in float32, and the softmax, its gradient and the logits' gradient as much again),
-    so the rows are unembedded in chunks, and in training each chunk runs under
-    ``torch.utils.checkpoint``: its logits are recomputed in the backward pass instead of
-    kept, and one chunk's are alive at a time. The loss is the same sum, added up in chunks;
-    the price is one more forward pass of the unembedding. ``states`` (n, D), ``target`` (n,).
+    so on the CPU the rows are unembedded in chunks of ``LOSS_CHUNK_LOGITS`` logits, and in
+    training each chunk runs under ``torch.utils.checkpoint``: its logits are recomputed in
+    the backward pass instead of kept, and one chunk's are alive at a time. The loss is the
+    same sum, added up in chunks; the price is one more forward pass of the unembedding and a
+    few small kernels per chunk. On a GPU the chunk is what a share of the free memory holds:
+    a 25k-token batch's logits in one piece on an 80 GB card. ``states`` (n, D), ``target`` (n,).
+    ``nll_fn``: ``label_smoothed_nll`` or a compiled copy of it (``aiayn.train.compiling``).
     """
-    rows = max(LOSS_CHUNK_LOGITS // unembed.out_features, 1)
+    nll_fn = nll_fn or label_smoothed_nll
+    rows = loss_chunk_rows(unembed, states)
     n = states.size(0)
+    # without a bias no logit is -inf: no host check of the logits (a sync on a GPU)
+    every_class = True if unembed.bias is None else None
     if n <= rows:
-        return label_smoothed_nll(unembed(states), target, smoothing, pad_id, selected=True)
+        return nll_fn(
+            unembed(states), target, smoothing, pad_id, selected=True, every_class=every_class
+        )
 
     def chunk(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        loss, nll, _ = label_smoothed_nll(unembed(x), y, smoothing, pad_id, selected=True)
+        loss, nll, _ = nll_fn(
+            unembed(x), y, smoothing, pad_id, selected=True, every_class=every_class
+        )
         return loss, nll
 
     loss = nll = states.new_zeros((), dtype=torch.float32)
@@ -83,18 +120,24 @@ def unembedded_loss(
     return loss, nll.detach(), n
 
 
-def seq2seq_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
+def seq2seq_loss(
+    model, batch, smoothing: float, pad_id: int, nll_fn=None
+) -> tuple[Tensor, Tensor, int]:
     """Teacher-forced loss of an encoder-decoder on a ``Batch`` (Phuong & Hutter Algorithm 11)."""
     keep = batch.tgt_out != pad_id  # (B, T)
     states = model(batch.src, batch.tgt_in, select=keep, logits=False)  # (n, D)
-    return unembedded_loss(model.unembed, states, batch.tgt_out[keep], smoothing, pad_id)
+    target = batch.tgt_out[keep]  # (n,)
+    return unembedded_loss(model.unembed, states, target, smoothing, pad_id, nll_fn)
 
 
-def causal_lm_loss(model, batch, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor, int]:
+def causal_lm_loss(
+    model, batch, smoothing: float, pad_id: int, nll_fn=None
+) -> tuple[Tensor, Tensor, int]:
     """Next-token loss of a decoder-only model (Phuong & Hutter 2022, Algorithm 13)."""
     keep = batch.targets != pad_id  # (B, T)
     states = model(batch.inputs, select=keep, logits=False)  # (n, D)
-    return unembedded_loss(model.unembed, states, batch.targets[keep], smoothing, pad_id)
+    target = batch.targets[keep]  # (n,)
+    return unembedded_loss(model.unembed, states, target, smoothing, pad_id, nll_fn)
 
 
 @torch.no_grad()

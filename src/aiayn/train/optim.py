@@ -46,6 +46,14 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+def fused_adam(groups: list[dict]) -> bool | None:
+    """Whether Adam runs as one fused kernel over all parameters: on a GPU (every parameter
+    on CUDA), where it replaces the per-tensor kernels of the default implementation; on the
+    CPU, torch's default (None)."""
+    params = [p for g in groups for p in g["params"]]
+    return True if params and all(p.is_cuda for p in params) else None
+
+
 def schedule_steps(config: TrainConfig, steps_per_epoch: int) -> int:
     """The optimizer steps a decaying schedule spans: ``max_steps`` when set, else the steps of
     ``max_epochs`` epochs (a ``max_minutes`` budget can end the run before either)."""
@@ -57,16 +65,19 @@ def build_optimizer(
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW(beta1, beta2, eps, weight_decay) with the schedule applied per optimizer step.
 
-    With ``weight_decay`` 0 (the default) this is the paper's Adam. The decay is decoupled
-    and scaled by the scheduled learning rate (torch's AdamW: ``p -= lr * wd * p``).
+    With ``weight_decay`` 0 (the default) this is the paper's Adam (fused on a GPU, see
+    ``fused_adam``). The decay is decoupled and scaled by the scheduled learning rate
+    (torch's AdamW: ``p -= lr * wd * p``).
     ``total_steps`` is where the cosine and linear schedules reach 0 (see ``schedule_steps``).
     """
+    groups = parameter_groups(model, config.weight_decay)
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay),
+        groups,
         lr=1.0,  # the scheduler's factor is the learning rate itself
         betas=(config.beta1, config.beta2),
         eps=config.eps,
         weight_decay=0.0,
+        fused=fused_adam(groups),
     )
     decaying = {"cosine": cosine_lr, "linear": linear_lr}
     if config.schedule in decaying and total_steps < 1:

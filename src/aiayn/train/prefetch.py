@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aiayn.data.batching import pinned
+
 # steps between dropping the store pages read so far from the process's resident set. A
 # batch reads a few hundred scattered examples, and the kernel maps up to 64 KB around each
 # page read (fault-around), so on a store of millions of pairs every batch maps megabytes of
@@ -44,11 +46,20 @@ class Ready:
 
 
 class Prefetcher:
-    """Yields a ``Ready`` group for each of ``groups[start:]``, up to ``depth`` steps ahead.
-    Use as a context manager: leaving it stops the thread."""
+    """Yields a ``Ready`` group for each of ``groups[start:]``, up to ``depth`` steps ahead
+    (``pin``: its batches in page-locked memory, for a GPU). Use as a context manager:
+    leaving it stops the thread."""
 
-    def __init__(self, groups: Sequence, start: int, rank: int, world_size: int, depth: int = 2):
-        self.groups, self.start = groups, start
+    def __init__(
+        self,
+        groups: Sequence,
+        start: int,
+        rank: int,
+        world_size: int,
+        depth: int = 2,
+        pin: bool = False,
+    ):
+        self.groups, self.start, self.pin = groups, start, pin
         self.rank, self.world_size = rank, world_size
         self.queue: queue.Queue = queue.Queue(maxsize=depth)
         self.stopped = threading.Event()
@@ -81,7 +92,10 @@ class Prefetcher:
         try:
             for k in range(self.start, len(self.groups)):
                 group = self.groups[k]
-                if not self._put(Ready.of(group, self.rank, self.world_size)):
+                ready = Ready.of(group, self.rank, self.world_size)
+                if self.pin:  # for a GPU: its copies then need no wait
+                    ready = Ready(ready.n_tokens, [pinned(b) for b in ready.mine])
+                if not self._put(ready):
                     return
                 if (k + 1) % RELEASE_EVERY == 0 and hasattr(group, "release"):
                     group.release()

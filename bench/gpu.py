@@ -1,0 +1,489 @@
+"""aiayn on a GPU against its peers: the base model's training step, decoding, the real loop.
+
+    python bench/gpu.py                                   # every section
+    python bench/gpu.py --sections step,decode --rounds 3
+    python bench/gpu.py --sections loop --loop-run runs/gpu-run --loop-seconds 90
+
+Sections, each timed in one process on the same inputs:
+
+- ``step``: one bf16 training step of the paper's base model (N=6, d_model 512, 8 heads,
+  d_ff 2048, a 37,000-token shared vocabulary) on the same ~25k-token batches (lengths drawn
+  around WMT14's, several shapes) for aiayn eager, aiayn with ``train.compile``'s
+  compilation (``aiayn.train.compiling``), aiayn with the CPU's chunked loss (what the loss
+  cost before it followed the device's memory), Hugging Face ``MarianMTModel`` and
+  ``torch.nn.Transformer`` of the same sizes (bench/peers.py), each with the same fused Adam
+  and label-smoothed loss, in turn over --rounds rounds. Step time, target tokens/s, model
+  FLOPs utilisation (the matmul FLOPs of a step, counted by ``torch.utils.flop_counter``,
+  over the bf16 matmul rate measured in the same run), peak GPU memory above the weights,
+  the first compiled step's seconds and the graphs compiled. The paper's 100k steps are
+  projected from each step time.
+- ``decode``: the shipped model (models/ding-de-en) on its test split in batches of 128,
+  greedy and beam 4, against ``MarianMTModel.generate`` holding the same weights; aiayn
+  also with bf16 weights: sentences/s and BLEU.
+- ``loop``: ``aiayn train configs/base-wmt.toml`` for --loop-seconds on a prepared run
+  directory (tokenizer and token stores in place: ``aiayn train --prepare-only``), eager and
+  compiled: its tokens/s against the isolated step's, data-wait share, validation loss.
+
+Appends one record to bench/results/gpu.jsonl (the GPU and torch named) with the ratios
+``eager_vs_marian``, ``compiled_vs_marian``, ``mfu_compiled`` and ``beam4_vs_marian``;
+--copy-to DIR also writes it there (a GPU machine whose working tree is thrown away).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).parent))
+from aiayn.config import ModelConfig  # noqa: E402
+from aiayn.data.batching import Batch, pad  # noqa: E402
+from aiayn.data.tokenizer import BOS, EOS, PAD  # noqa: E402
+from aiayn.model import build_model  # noqa: E402
+from aiayn.train import compiling, objectives  # noqa: E402
+from aiayn.train.objectives import label_smoothed_nll, seq2seq_loss  # noqa: E402
+from common import ROOT, write_result  # noqa: E402
+from peers import Marian, TorchTransformer  # noqa: E402
+
+VOCAB = 37_000
+MAX_TOKENS = 25_000
+PAPER_STEPS = 100_000
+# target lengths of the batches (padded positions): WMT14 En-De's BPE sentences average
+# ~27-29 tokens; a length-grouped epoch holds every length, these few stand for it
+LENGTHS = (17, 25, 31, 38, 48, 64)
+
+
+# --smoke: a seconds-long run of every section on the CPU with the tiny preset, to check the
+# script before spending a GPU's time on it
+DEVICE, PRESET = "cuda", "base"
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def timer():
+    """(start, stop) of a region: CUDA events on the GPU, the host clock elsewhere."""
+    if DEVICE != "cuda":
+        began = time.perf_counter()
+        return None, lambda: time.perf_counter() - began
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+
+    def stop() -> float:
+        end.record()
+        sync()
+        return start.elapsed_time(end) / 1e3
+
+    return start, stop
+
+
+def bf16_matmul_rate(n: int = 8192, repeats: int = 10) -> float:
+    """FLOP/s of an n x n x n bf16 product on random data (the median of ``repeats``)."""
+    a = torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        _, stop = timer()
+        a @ b
+        times.append(stop())
+    return 2 * n**3 / statistics.median(times)
+
+
+def wmt_batches(seed: int = 0) -> list[Batch]:
+    """One ~``MAX_TOKENS``-token batch per length of ``LENGTHS``: sentences of that padded
+    length and a little less (a length bucket), random regular ids, on the GPU."""
+    g = torch.Generator().manual_seed(seed)
+    batches = []
+    for width in LENGTHS:
+        rows = MAX_TOKENS // width
+        src, tgt = [], []
+        for _ in range(rows):
+            s = int(torch.randint(max(width - 5, 2), width + 1, (1,), generator=g))
+            t = int(torch.randint(max(width - 5, 2), width, (1,), generator=g))
+            src.append(torch.randint(4, VOCAB, (s,), generator=g).tolist())
+            tgt.append(torch.randint(4, VOCAB, (t,), generator=g).tolist())
+        batch = Batch(
+            src=pad(src),
+            tgt_in=pad([[BOS] + y for y in tgt]),
+            tgt_out=pad([y + [EOS] for y in tgt]),
+            index=list(range(rows)),
+        )
+        batches.append(batch.to(torch.device(DEVICE)))
+    return batches
+
+
+def peer_loss(model, batch):
+    """The peers' loss as their users write it: full logits, padding dropped in the loss."""
+    return label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, PAD)
+
+
+def make_step(model, loss):
+    """One training step (bf16 autocast, the summed loss over its tokens, fused Adam)."""
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-5, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0,
+        fused=DEVICE == "cuda",
+    )  # fmt: skip
+
+    def step(batch) -> None:
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            value, _, n = loss(model, batch)
+        (value / n).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def timed_step(step, batch) -> float:
+    _, stop = timer()
+    step(batch)
+    return stop()
+
+
+def step_flops(model, loss, batch) -> int:
+    """Matmul FLOPs of one forward + backward (attention through its math kernel)."""
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            value, _, n = loss(model, batch)
+        (value / n).backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def cpu_chunked_loss(model, batch):
+    """aiayn's loss with the CPU's chunking (LOSS_CHUNK_LOGITS a chunk, each recomputed)."""
+    rows = objectives.loss_chunk_rows
+    objectives.loss_chunk_rows = lambda unembed, states: max(
+        objectives.LOSS_CHUNK_LOGITS // unembed.out_features, 1
+    )
+    try:
+        return seq2seq_loss(model, batch, 0.1, PAD)
+    finally:
+        objectives.loss_chunk_rows = rows
+
+
+def step_section(args, peak: float) -> dict:
+    config = ModelConfig.preset(PRESET, vocab_size=VOCAB)
+    batches = wmt_batches()
+    tokens = [b.n_tokens for b in batches]
+    torch.manual_seed(0)
+    compiled_nll = torch.compile(label_smoothed_nll, dynamic=True)
+
+    def aiayn_loss(model, batch):
+        return seq2seq_loss(model, batch, 0.1, PAD)
+
+    def aiayn_compiled_loss(model, batch):
+        return seq2seq_loss(model, batch, 0.1, PAD, nll_fn=compiled_nll)
+
+    entries = {
+        "aiayn eager": (lambda: build_model(config), aiayn_loss),
+        "aiayn compiled": (lambda: build_model(config), aiayn_compiled_loss),
+        "aiayn eager, CPU loss chunks": (lambda: build_model(config), cpu_chunked_loss),
+        "marian": (lambda: Marian(config), peer_loss),
+        "torch.nn.Transformer": (lambda: TorchTransformer(config), peer_loss),
+    }
+    models, steps, out = {}, {}, {}
+    for name, (build, loss) in entries.items():
+        try:
+            model = build().to(DEVICE).train()
+            before = memory_allocated()
+            reset_peak()
+            if name == "aiayn compiled":
+                graphs0 = compiling.compiled_graphs()
+                compiling.compile_layers(model)
+                step = make_step(model, loss)
+                first = time.perf_counter()
+                step(batches[0])
+                sync()
+                first = time.perf_counter() - first
+                warm = time.perf_counter()
+                for b in batches[1:]:  # the other shapes: automatic dynamic shapes recompile
+                    step(b)
+                sync()
+                out[name] = {
+                    "first_step_s": first,
+                    "other_shapes_s": time.perf_counter() - warm,
+                    "graphs_after_warmup": compiling.compiled_graphs() - graphs0,
+                }
+            else:
+                step = make_step(model, loss)
+                for b in batches:
+                    step(b)
+                sync()
+                out[name] = {}
+            out[name]["peak_gb_above_weights"] = (peak_allocated() - before) / 1e9
+            models[name], steps[name] = model, step
+            print(f"{name}: ready", flush=True)
+        except Exception as error:  # a peer that fails is recorded, the others go on
+            traceback.print_exc()
+            out[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
+    times = {name: [] for name in steps}
+    for _ in range(args.rounds):  # in turn, so that drift hits every model alike
+        for name, step in steps.items():
+            times[name].append(sum(timed_step(step, b) for b in batches))
+    for name, runs in times.items():
+        seconds = statistics.median(runs) / len(batches)
+        out[name].update(
+            step_s=seconds,
+            tokens_per_s=sum(tokens) / (seconds * len(batches)),
+            paper_100k_steps_h=seconds * PAPER_STEPS / 3600,
+        )
+    if "aiayn compiled" in out and "graphs_after_warmup" in out["aiayn compiled"]:
+        out["aiayn compiled"]["graphs_after_rounds"] = compiling.compiled_graphs()
+    for name in ("aiayn eager", "marian", "torch.nn.Transformer"):
+        if name in models:  # the counted FLOPs of each model's steps, over the measured rate
+            loss = entries[name][1]
+            flops = sum(step_flops(models[name], loss, b) for b in batches) / len(batches)
+            out[name]["flops_per_step"] = flops
+            out[name]["mfu"] = flops / out[name]["step_s"] / peak
+            if name == "aiayn eager" and "step_s" in out.get("aiayn compiled", {}):
+                out["aiayn compiled"]["flops_per_step"] = flops
+                out["aiayn compiled"]["mfu"] = flops / out["aiayn compiled"]["step_s"] / peak
+    record = {
+        "batches": [[b.src.size(0), b.src.size(1), b.tgt_out.size(1)] for b in batches],
+        "target_tokens": tokens,
+        "models": out,
+    }
+    marian = out.get("marian", {}).get("tokens_per_s")
+    if marian:
+        for key, name in (
+            ("eager_vs_marian", "aiayn eager"),
+            ("compiled_vs_marian", "aiayn compiled"),
+        ):
+            if "tokens_per_s" in out.get(name, {}):
+                record[key] = out[name]["tokens_per_s"] / marian
+    if "mfu" in out.get("aiayn compiled", {}):
+        record["mfu_compiled"] = out["aiayn compiled"]["mfu"]
+    del models, steps
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+    return record
+
+
+def memory_allocated() -> int:
+    return torch.cuda.memory_allocated() if DEVICE == "cuda" else 0
+
+
+def reset_peak() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_allocated() -> int:
+    return torch.cuda.max_memory_allocated() if DEVICE == "cuda" else 0
+
+
+def decode_section(args) -> dict:
+    from aiayn.config import DataConfig
+    from aiayn.data.parallel import load_texts
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.evaluate import bleu_chrf
+    from aiayn.infer.beam import beam_decode
+    from aiayn.infer.greedy import greedy_decode
+    from aiayn.modeldir import load_model_dir
+    from decode_speed import marian_generate, token_lists
+    from peers import marian_from
+
+    directory = ROOT / "models" / "ding-de-en"
+    model = load_model_dir(directory, device=DEVICE)
+    tokenizer = Tokenizer.load(directory)
+    corpus = json.loads((directory / "run.json").read_text())["data"]["corpus"]
+    pairs = load_texts(DataConfig(corpus=corpus), "test")[: args.sentences]
+    ids = [x + [EOS] for x in tokenizer.encode([s for s, _ in pairs])]
+    size = args.decode_batch
+    batches = [pad(ids[i : i + size]) for i in range(0, len(ids), size)]
+    references = [t for _, t in pairs]
+    peer = marian_from(model).to(DEVICE).eval()
+    half = build_model(model.config).to(torch.bfloat16)
+    half.load_state_dict(model.state_dict())
+    half = half.to(DEVICE).eval()
+    batches = [b.to(DEVICE) for b in batches]
+    rows = {
+        "greedy, aiayn": lambda s: greedy_decode(model, s),
+        "greedy, aiayn bf16": lambda s: greedy_decode(half, s),
+        "greedy, marian": lambda s: marian_generate(peer, s, 1),
+        "beam 4, aiayn": lambda s: beam_decode(model, s, beam=4, alpha=0.6),
+        "beam 4, aiayn bf16": lambda s: beam_decode(half, s, beam=4, alpha=0.6),
+        "beam 4, marian": lambda s: marian_generate(peer, s, 4),
+    }
+    for fn in rows.values():  # warm-up: kernels, cuBLAS handles
+        fn(batches[0][:8])
+    sync()
+    seconds = {name: [] for name in rows}
+    outputs = {}
+    for _ in range(args.rounds):
+        for name, fn in rows.items():
+            start = time.perf_counter()
+            outs = [fn(src) for src in batches]
+            sync()
+            seconds[name].append(time.perf_counter() - start)
+            outputs[name] = [ids for out in outs for ids in token_lists(_to_cpu(out))]
+    n = sum(b.size(0) for b in batches)
+    out = {}
+    for name in rows:
+        scores = bleu_chrf(tokenizer.decode(outputs[name]), references)
+        out[name] = {
+            "sentences_per_s": n / statistics.median(seconds[name]),
+            "bleu": scores["bleu"],
+            "chrf": scores["chrf"],
+        }
+    for kind in ("greedy", "beam 4"):
+        base = outputs[f"{kind}, aiayn"]
+        for other in (f"{kind}, aiayn bf16", f"{kind}, marian"):
+            out[other]["same_as_aiayn_fp32"] = sum(
+                a == b for a, b in zip(outputs[other], base, strict=True)
+            )
+    return {
+        "sentences": n,
+        "batch": args.decode_batch,
+        "decoders": out,
+        "greedy_vs_marian": out["greedy, aiayn"]["sentences_per_s"]
+        / out["greedy, marian"]["sentences_per_s"],
+        "beam4_vs_marian": out["beam 4, aiayn"]["sentences_per_s"]
+        / out["beam 4, marian"]["sentences_per_s"],
+    }
+
+
+def _to_cpu(out):
+    return out.cpu() if torch.is_tensor(out) else out
+
+
+def loop_run(args, name: str, extra: list[str]) -> dict:
+    """``aiayn train`` for --loop-seconds of training on a copy of the prepared run."""
+    run = Path(args.work) / name
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(args.loop_run, run)
+    settings = {
+        "train.max_minutes": str(args.loop_seconds / 60),
+        "train.log_every": "20",
+        "train.checkpoint_every": "100000",
+        "train.average_last": "0",
+        **({"model.preset": '"tiny"', "train.max_tokens": "500"} if DEVICE == "cpu" else {}),
+        **dict(s.split("=", 1) for s in extra),
+    }
+    cmd = [sys.executable, "-m", "aiayn.cli", "train", str(ROOT / "configs" / "base-wmt.toml")]
+    cmd += ["--out", str(run), "--quiet"]
+    corpus = json.loads((Path(args.loop_run) / "run.json").read_text())["data"]
+    for key in ("corpus", "src_lang", "tgt_lang"):
+        cmd += ["--set", f'data.{key}="{corpus[key]}"']
+    for key, value in settings.items():
+        cmd += ["--set", f"{key}={value}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if not (run / "metrics.jsonl").is_file():
+        return {"exit": done.returncode, "wall_s": wall, "stderr": done.stderr[-3000:]}
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    windows = [r for r in records if "tokens_per_s" in r]
+    steady = windows[len(windows) // 3 :] or windows  # after the first steps' warm-up
+    finish = next((r for r in records if r.get("event") == "finish"), {})
+    compile_event = next((r for r in records if r.get("event") == "compile"), None)
+    result = {
+        "exit": done.returncode,
+        "wall_s": wall,
+        "steps": finish.get("step"),
+        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady) if steady else None,
+        "data_wait_share": statistics.median(r["data_wait_share"] for r in steady)
+        if steady
+        else None,
+        "valid_loss": finish.get("valid_loss"),
+        "compile": compile_event,
+        "compiled_graphs_last": steady[-1].get("compiled_graphs") if steady else None,
+    }
+    if done.returncode:
+        result["stderr"] = done.stderr[-2000:]
+    return result
+
+
+def loop_section(args, step: dict) -> dict:
+    out = {"eager": loop_run(args, "loop-eager", [])}
+    out["compiled"] = loop_run(args, "loop-compiled", ["train.compile=true"])
+    models = step.get("models", {})
+    for kind, name in (("eager", "aiayn eager"), ("compiled", "aiayn compiled")):
+        isolated = models.get(name, {}).get("tokens_per_s")
+        if isolated and out[kind].get("tokens_per_s"):
+            out[kind]["vs_isolated_step"] = out[kind]["tokens_per_s"] / isolated
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sections", default="step,decode,loop")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--decode-batch", type=int, default=128)
+    parser.add_argument("--loop-run", default="runs/gpu-run", help="a prepared run directory")
+    parser.add_argument("--loop-seconds", type=float, default=90.0)
+    parser.add_argument("--work", default="/tmp/aiayn-gpu-bench")
+    parser.add_argument("--copy-to", help="also write the record into this directory")
+    parser.add_argument("--smoke", action="store_true", help="the tiny preset on the CPU")
+    args = parser.parse_args()
+    global DEVICE, PRESET, VOCAB, MAX_TOKENS, LENGTHS
+    if args.smoke:
+        DEVICE, PRESET, VOCAB, MAX_TOKENS, LENGTHS = "cpu", "tiny", 500, 600, (9, 17)
+        args.sentences, args.rounds, args.loop_seconds = 16, 1, 6
+    elif not torch.cuda.is_available():
+        sys.exit("bench/gpu.py needs a CUDA device (--smoke checks it on the CPU)")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    sections = args.sections.split(",")
+    peak = bf16_matmul_rate(512 if args.smoke else 8192)
+    record: dict = {
+        "gpu": torch.cuda.get_device_name() if DEVICE == "cuda" else None,
+        "torch": torch.__version__,
+        "bf16_matmul_tflops": peak / 1e12,
+    }
+    print(f"{record['gpu']}, torch {record['torch']}: bf16 {peak / 1e12:.0f} TFLOP/s", flush=True)
+    for section in sections:
+        began = time.perf_counter()
+        try:
+            if section == "step":
+                record["step"] = step_section(args, peak)
+                for key in ("eager_vs_marian", "compiled_vs_marian", "mfu_compiled"):
+                    if key in record["step"]:
+                        record[key] = record["step"][key]
+            elif section == "decode":
+                record["decode"] = decode_section(args)
+                record["beam4_vs_marian"] = record["decode"]["beam4_vs_marian"]
+                record["greedy_vs_marian"] = record["decode"]["greedy_vs_marian"]
+            elif section == "loop":
+                record["loop"] = loop_section(args, record.get("step", {}))
+        except Exception as error:
+            traceback.print_exc()
+            record[section] = {"error": f"{type(error).__name__}: {error}"[:500]}
+        print(f"{section}: {time.perf_counter() - began:.0f} s", flush=True)
+        print(json.dumps(record.get(section), indent=1, default=str)[:6000], flush=True)
+    if args.smoke:
+        print("smoke run: no record written")
+        return
+    path = write_result("gpu", record)
+    if args.copy_to:
+        Path(args.copy_to).mkdir(parents=True, exist_ok=True)
+        line = path.read_text().splitlines()[-1]
+        (Path(args.copy_to) / "gpu.jsonl").write_text(line + "\n")
+    summary = {k: record.get(k) for k in
+               ("eager_vs_marian", "compiled_vs_marian", "mfu_compiled", "beam4_vs_marian",
+                "greedy_vs_marian")}  # fmt: skip
+    print(json.dumps(summary), flush=True)
+    if any(isinstance(v, float) and math.isnan(v) for v in summary.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
