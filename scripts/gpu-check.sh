@@ -2,7 +2,7 @@
 # The checks that need a CUDA GPU, in one go (a GPU machine is often lent for minutes):
 # the gpu-marked tests, bench/gpu.py, and the suite's model / infer / train / data tests.
 # Runs aiayn from src/ with the machine's own Python and torch (no set-up, no network):
-#   bash scripts/gpu-check.sh OUT_DIR [tests,bench,suite] [bench sections]
+#   bash scripts/gpu-check.sh OUT_DIR [tests,bench,suite] [bench sections] [bench options]
 # The bench needs a prepared run directory for its loop section (runs/gpu-run: see
 # docs/gpus.md). Logs and the bench record go to OUT_DIR.
 set -uo pipefail
@@ -22,7 +22,7 @@ if [[ $parts == *tests* ]]; then
         tee "$out/gpu-tests.log" | tail -15 || status=1
 fi
 if [[ $parts == *bench* ]]; then
-    timeout 560 python3 bench/gpu.py --sections "$sections" --copy-to "$out" 2>&1 |
+    timeout 560 python3 bench/gpu.py --sections "$sections" --copy-to "$out" "${@:4}" 2>&1 |
         tee "$out/bench.log" | tail -60 || status=1
 fi
 if [[ $parts == *suite* ]]; then
