@@ -48,9 +48,8 @@ from aiayn.model import build_model
 from aiayn.model.stacks import set_activation_checkpointing
 from aiayn.modeldir import save_model_dir, write_json
 from aiayn.train import checkpoint as ckpt
-from aiayn.train import compiling
+from aiayn.train import compiling, resume
 from aiayn.train import distributed as ddp
-from aiayn.train import resume
 from aiayn.train.heap import HeapTrimmer
 from aiayn.train.objectives import accuracy, evaluate_loss
 from aiayn.train.optim import build_optimizer, schedule_steps
