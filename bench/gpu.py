@@ -425,6 +425,75 @@ def loop_section(args, step: dict) -> dict:
     return out
 
 
+def profile_section(args) -> dict:
+    """The real loop's steps in this process: each step's seconds, the loss's chunking, a
+    profile of a few steps (written beside the record with --copy-to), and the isolated
+    step (``make_step``) on the same run's own first batches, for comparison."""
+    from aiayn.config import load_run_config
+    from aiayn.train.loop import Trainer
+
+    run = Path(args.work) / "profile"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(args.loop_run, run)
+    corpus = json.loads((Path(args.loop_run) / "run.json").read_text())["data"]
+    overrides = [f'data.{key}="{corpus[key]}"' for key in ("corpus", "src_lang", "tgt_lang")]
+    overrides += ["train.max_steps=60", "train.log_every=20", "train.checkpoint_every=100000"]
+    overrides += ["train.average_last=0"]
+    if DEVICE == "cpu":
+        overrides += ['model.preset="tiny"', "train.max_tokens=500"]
+    trainer = Trainer(load_run_config(ROOT / "configs" / "base-wmt.toml", overrides), run,
+                      progress=False)  # fmt: skip
+    chunks, seconds = [], []
+    rows_of = objectives.loss_chunk_rows
+
+    def spy(unembed, states):
+        rows = rows_of(unembed, states)
+        chunks.append((states.size(0), rows))
+        return rows
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if DEVICE == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    schedule = torch.profiler.schedule(wait=30, warmup=3, active=6, repeat=1)
+    step = trainer.train_step
+    with torch.profiler.profile(activities=activities, schedule=schedule) as profiler:
+
+        def timed(group):
+            began = time.perf_counter()
+            result = step(group)
+            seconds.append(time.perf_counter() - began)
+            profiler.step()
+            return result
+
+        trainer.train_step = timed
+        objectives.loss_chunk_rows = spy
+        try:
+            trainer.fit()
+        finally:
+            objectives.loss_chunk_rows = rows_of
+    sort = "cuda_time_total" if DEVICE == "cuda" else "cpu_time_total"
+    table = profiler.key_averages().table(sort_by=sort, row_limit=30)
+    cpu_table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
+    if args.copy_to:
+        Path(args.copy_to).mkdir(parents=True, exist_ok=True)
+        (Path(args.copy_to) / "profile.txt").write_text(table + "\n\n" + cpu_table)
+    batches = [b.to(torch.device(DEVICE)) for b in trainer.task.train_batches(0)[:6]]
+    model = build_model(trainer.model_config).to(DEVICE).train()
+    isolated = make_step(model, lambda m, b: seq2seq_loss(m, b, 0.1, PAD))
+    for b in batches:
+        isolated(b)
+    times = [sum(timed_step(isolated, b) for b in batches) / len(batches) for _ in range(3)]
+    steady = seconds[10:] or seconds
+    return {
+        "loop_step_s": statistics.median(steady),
+        "loop_steps": len(seconds),
+        "isolated_step_s_same_batches": statistics.median(times),
+        "batch_shapes": [[b.src.size(0), b.src.size(1), b.tgt_out.size(1)] for b in batches],
+        "loss_chunks": chunks[-5:],
+        "multi_chunk_steps": sum(1 for n, rows in chunks if n > rows),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", default="step,decode,loop")
@@ -466,6 +535,8 @@ def main() -> None:
                 record["decode"] = decode_section(args)
                 record["beam4_vs_marian"] = record["decode"]["beam4_vs_marian"]
                 record["greedy_vs_marian"] = record["decode"]["greedy_vs_marian"]
+            elif section == "profile":
+                record["profile"] = profile_section(args)
             elif section == "loop":
                 record["loop"] = loop_section(args, record.get("step", {}))
         except Exception as error:

@@ -20,6 +20,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.
 ENV_SET_BY_LIBRARIES = {
     "TORCHINDUCTOR_CACHE_DIR",
     "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",  # inductor, on compiling a graph
+    "TRITON_CACHE_DIR",  # inductor, on compiling for a GPU
+    "TRITON_PTXAS_PATH",
     "PYTEST_CURRENT_TEST",
 }
 

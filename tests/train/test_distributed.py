@@ -201,3 +201,16 @@ def test_two_nodes_train_from_the_store_resume_and_equal_one_process(sample_corp
     # one store per split, written by global rank 0 alone, and reused on resume
     assert sorted(p.name for p in store.iterdir()) == ["train", "valid"]
     assert (store / "train" / "meta.json").stat().st_mtime_ns == written
+
+
+def test_deterministic_takes_only_a_boolean_and_is_undone_after_the_run(
+    sample_corpus, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what the run sets when absent
+    with pytest.raises(ValueError, match="train.deterministic must be true or false"):
+        load_run_config(None, ["train.deterministic=1"])
+    overrides = tiny_run_overrides(sample_corpus, max_steps=1, deterministic="true")
+    trainer = Trainer(load_run_config(None, overrides), tmp_path, progress=False)
+    assert torch.are_deterministic_algorithms_enabled()
+    trainer.fit()
+    assert not torch.are_deterministic_algorithms_enabled()  # process-wide: given back

@@ -74,11 +74,14 @@ def test_bf16_autocast_trains_on_cuda(sample_corpus, tmp_path):
     assert precision[0]["precision"] == "bf16"
 
 
-def test_a_resume_on_the_gpu_replays_exactly(sample_corpus, tmp_path):
+@pytest.mark.parametrize("deterministic", ["false", "true"])
+def test_a_resume_on_the_gpu_replays_exactly(sample_corpus, tmp_path, monkeypatch, deterministic):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     common = tiny_run_overrides(sample_corpus) + [
         "model.dropout=0.2",
         'train.device="cuda"',
         'train.precision="fp32"',
+        f"train.deterministic={deterministic}",
     ]
     Trainer(load_run_config(None, common + ["train.max_steps=10"]), tmp_path / "full",
             progress=False).fit()  # fmt: skip

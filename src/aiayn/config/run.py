@@ -106,6 +106,10 @@ class TrainConfig:
     # keep each layer's input only and recompute its activations in the backward pass:
     # activation memory of one layer instead of all, for one more forward pass
     activation_checkpointing: bool = False
+    # torch's deterministic algorithms (torch.use_deterministic_algorithms): on a GPU, a run
+    # and its resume then give the same weights bit for bit, for some speed (CUDA's atomic
+    # sums, e.g. in attention's backward pass, add in an order that varies from run to run)
+    deterministic: bool = False
     # also write the logged metrics as TensorBoard event files in RUN/tensorboard
     tensorboard: bool = False
     # every this many seconds, give the C heap's free pages back to the system (glibc's
@@ -128,6 +132,10 @@ class TrainConfig:
             raise ValueError(f"train.compile must be true or false, got {self.compile!r}")
         if not isinstance(self.tensorboard, bool):
             raise ValueError(f"train.tensorboard must be true or false, got {self.tensorboard!r}")
+        if not isinstance(self.deterministic, bool):
+            raise ValueError(
+                f"train.deterministic must be true or false, got {self.deterministic!r}"
+            )
         if not isinstance(self.activation_checkpointing, bool):
             raise ValueError(
                 "train.activation_checkpointing must be true or false, got "

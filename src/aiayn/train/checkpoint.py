@@ -36,17 +36,24 @@ def list_checkpoints(directory: Path) -> list[Path]:
 
 
 def rng_state() -> dict:
-    return {
+    """The random generators' states: torch's CPU generator, Python's, numpy's and, where
+    CUDA is in use, the current GPU's (dropout on a GPU draws from it)."""
+    state = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
         "numpy": np.random.get_state(),
     }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
 
 
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def _save(state: dict, path: Path) -> None:

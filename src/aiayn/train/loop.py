@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -96,6 +97,10 @@ class Trainer:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         torch.manual_seed(tc.seed)
+        self.was_deterministic = torch.are_deterministic_algorithms_enabled()
+        if tc.deterministic:  # cuBLAS needs a fixed workspace for it (CUDA's documentation)
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
         self.ctx = ddp.setup(tc.device, tc.precision)
         self.progress = progress and self.ctx.is_main
         self.stop, self.stop_everywhere = StopSignals(), False
@@ -203,6 +208,7 @@ class Trainer:
             self.tensorboard.close()
         self.stop.restore()
         self.lock.release()
+        torch.use_deterministic_algorithms(self.was_deterministic)  # process-wide: undone
 
     def _schedule_steps(self) -> int:
         """The run's length in optimizer steps, for the schedules that decay to zero."""
