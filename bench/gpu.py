@@ -471,23 +471,45 @@ def profile_section(args) -> dict:
             trainer.fit()
         finally:
             objectives.loss_chunk_rows = rows_of
+    loop_seconds = list(seconds)  # the loop's steps (the calls below are timed apart)
     sort = "cuda_time_total" if DEVICE == "cuda" else "cpu_time_total"
     table = profiler.key_averages().table(sort_by=sort, row_limit=30)
     cpu_table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
     if args.copy_to:
         Path(args.copy_to).mkdir(parents=True, exist_ok=True)
         (Path(args.copy_to) / "profile.txt").write_text(table + "\n\n" + cpu_table)
+    allocator = {}
+    if DEVICE == "cuda":  # the caching allocator's trips to the driver (each a possible sync)
+        stats = torch.cuda.memory_stats()
+        allocator = {
+            k: stats.get(k)
+            for k in ("num_alloc_retries", "num_device_alloc", "num_device_free",
+                      "num_sync_all_streams", "reserved_bytes.all.peak")
+        }  # fmt: skip
     batches = [b.to(torch.device(DEVICE)) for b in trainer.task.train_batches(0)[:6]]
+    trainer.model.train()  # the trainer's own step on the same batches, no loop around it
+    for b in batches:
+        trainer.train_step([b])
+    sync()
+    trainer_times = []
+    for _ in range(3):
+        began = time.perf_counter()
+        for b in batches:
+            trainer.train_step([b])
+        sync()
+        trainer_times.append((time.perf_counter() - began) / len(batches))
     model = build_model(trainer.model_config).to(DEVICE).train()
     isolated = make_step(model, lambda m, b: seq2seq_loss(m, b, 0.1, PAD))
     for b in batches:
         isolated(b)
     times = [sum(timed_step(isolated, b) for b in batches) / len(batches) for _ in range(3)]
-    steady = seconds[10:] or seconds
+    steady = loop_seconds[10:] or loop_seconds
     return {
         "loop_step_s": statistics.median(steady),
-        "loop_steps": len(seconds),
+        "loop_steps": len(loop_seconds),
         "isolated_step_s_same_batches": statistics.median(times),
+        "trainer_step_s_same_batches": statistics.median(trainer_times),
+        "allocator": allocator,
         "batch_shapes": [[b.src.size(0), b.src.size(1), b.tgt_out.size(1)] for b in batches],
         "loss_chunks": chunks[-5:],
         "multi_chunk_steps": sum(1 for n, rows in chunks if n > rows),
