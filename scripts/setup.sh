@@ -6,9 +6,22 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-stamp=.venv/.aiayn-installed
+# AIAYN_TORCH=cpu (the default) pins torch's CPU build (constraints-cpu.txt), not a multi-GB
+# CUDA build; AIAYN_TORCH=pypi takes the torch build PyPI serves (CUDA on Linux), for a machine
+# with a GPU, where the tests marked gpu then run.
+torch_build=${AIAYN_TORCH:-cpu}
+case "$torch_build" in
+cpu) constraints=(-c constraints-cpu.txt) ;;
+pypi) constraints=() ;;
+*)
+    echo "AIAYN_TORCH must be cpu or pypi, got '$torch_build'" >&2
+    exit 2
+    ;;
+esac
+stamp=.venv/.aiayn-installed-$torch_build
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -c constraints-cpu.txt -e ".[dev]"
+    .venv/bin/python -m pip install --quiet "${constraints[@]}" -e ".[dev]"
+    rm -f .venv/.aiayn-installed .venv/.aiayn-installed-*
     touch "$stamp"
 fi
