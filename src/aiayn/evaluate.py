@@ -50,7 +50,8 @@ def evaluate_translation(
     hyps = translate_best(decoder or model, tokenizer, sources, stats=stats, **search)
     scores = {"split": split, "sentences": len(pairs), **bleu_chrf(hyps, [t for _, t in pairs])}
     valid = encode_split(data_config, tokenizer, "valid", filter_long=False)
-    loss, _ = evaluate_loss(model, valid.batches(4096, shuffle=False), PAD)
+    device = next(model.parameters()).device  # the batches go where the model is
+    loss, _ = evaluate_loss(model, valid.batches(4096, shuffle=False), PAD, device=device)
     scores["valid_ppl"] = round(perplexity(loss), 2)
     scores["sentences_per_s"] = round(stats["sentences_per_s"], 1)
     return scores, pairs, hyps

@@ -238,11 +238,22 @@ def _saved_quantization(data: dict, path: Path) -> dict | None:
     return saved
 
 
+def saved_quantization(directory: Path) -> str | None:
+    """The quantization method (``"int8"``) a directory was saved with; None: float weights."""
+    directory = Path(directory)
+    saved = _saved_quantization(_config_file(directory), directory / CONFIG_FILE)
+    return None if saved is None else saved["method"]
+
+
 def load_model_dir(
-    directory: Path, device: str | torch.device = "cpu", quantize: str | None = None
+    directory: Path,
+    device: str | torch.device = "cpu",
+    quantize: str | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> nn.Module:
-    """Rebuild the model saved in ``directory``, in eval mode, weights in float32 (on a CPU,
-    linear weights laid out column-major for decoding: ``aiayn.model.layout``).
+    """Rebuild the model saved in ``directory``, in eval mode, floating weights in ``dtype``
+    (float32 by default; on a CPU, linear weights laid out column-major for decoding:
+    ``aiayn.model.layout``).
 
     ``quantize`` ("int8") quantizes a float model's linear layers after loading
     (``aiayn.model.quantize``); a directory saved quantized loads quantized whatever it says.
@@ -257,6 +268,8 @@ def load_model_dir(
     saved_quantization = _saved_quantization(data, directory / CONFIG_FILE)
     if (quantize or saved_quantization) and torch.device(device).type != "cpu":
         raise UserError(f"{directory}: int8 layers run on the CPU only, not on {device}")
+    if (quantize or saved_quantization) and dtype != torch.float32:
+        raise UserError(f"{directory}: int8 layers compute in float32, not {dtype}")
     path = directory / WEIGHTS_FILE
     if not path.is_file():
         raise UserError(f"{path}: no weights file in the model directory")
@@ -297,6 +310,8 @@ def load_model_dir(
     model.load_state_dict(tensors, strict=True)
     if quantize is not None and saved_quantization is None:
         quantize_int8(model)
+    if dtype != torch.float32:  # cast where the weights are (the CPU), then moved: half the bytes
+        model = model.to(dtype=dtype)
     model = model.to(device).eval()
     if torch.device(device).type == "cpu":
         column_major_weights(model)  # faster products from few rows (aiayn.model.layout)
@@ -317,12 +332,15 @@ def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:
 
 
 def load_model_and_tokenizer(
-    directory: Path, device: str | torch.device = "cpu", quantize: str | None = None
+    directory: Path,
+    device: str | torch.device = "cpu",
+    quantize: str | None = None,
+    dtype: torch.dtype = torch.float32,
 ):
     """(model, tokenizer) of a model directory, checked against each other."""
     from aiayn.data.tokenizer import load_tokenizer, tokenizer_file
 
-    model = load_model_dir(directory, device, quantize=quantize)
+    model = load_model_dir(directory, device, quantize=quantize, dtype=dtype)
     tokenizer = load_tokenizer(Path(directory))
     check_vocabulary(model.config, tokenizer, str(tokenizer_file(Path(directory))))
     return model, tokenizer

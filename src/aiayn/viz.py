@@ -82,6 +82,12 @@ def _heatmap_grid(maps, x_labels, y_labels, title, png_path):
     plt.close(fig)
 
 
+def _array(weights):
+    """Attention weights as a float32 numpy array (from any device and dtype: numpy has no
+    bfloat16)."""
+    return weights.detach().float().cpu().numpy()
+
+
 def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attention: bool = False):
     """Translate ``sentence`` greedily and plot its cross-attention (per layer and head).
 
@@ -94,14 +100,14 @@ def plot_attention(model, tokenizer, sentence: str, png_path: Path, self_attenti
     src_labels, out_labels, in_labels = att.source, att.output, att.decoder_input
     translation = att.translation
     png_path = Path(png_path)
-    maps = [w.numpy() for w in att.cross]
+    maps = [_array(w) for w in att.cross]
     _heatmap_grid(
         maps, src_labels, out_labels, f"cross-attention: {sentence} -> {translation}", png_path
     )
     if self_attention:
         stem = png_path.with_suffix("")
-        enc = [w.numpy() for w in att.encoder]
+        enc = [_array(w) for w in att.encoder]
         _heatmap_grid(enc, src_labels, src_labels, "encoder self-attention", f"{stem}-encoder.png")
-        dec = [w.numpy() for w in att.decoder_self]
+        dec = [_array(w) for w in att.decoder_self]
         _heatmap_grid(dec, in_labels, in_labels, "decoder self-attention", f"{stem}-decoder.png")
     return png_path

@@ -92,5 +92,5 @@ def test_the_engine_is_for_translators_only(model_dirs, shipped_copy):
         load_for("generate", shipped_copy, engine="ctranslate2")
     with pytest.raises(UserError, match="engine 'onnx': choose one of torch, ctranslate2"):
         aiayn.load(shipped_copy, engine="onnx")
-    with pytest.raises(UserError, match="device 'mps': CTranslate2 runs on cpu or cuda"):
+    with pytest.raises(UserError, match="device 'mps': choose auto, cpu, cuda or cuda:N"):
         aiayn.load(shipped_copy, engine="ctranslate2", device="mps")

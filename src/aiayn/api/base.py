@@ -8,9 +8,10 @@ from typing import ClassVar
 
 import torch
 
+from aiayn.api.device import dtype_name, placement
 from aiayn.config import ModelConfig
 from aiayn.model.quantize import stored_weights
-from aiayn.modeldir import load_model_and_tokenizer, read_run_json
+from aiayn.modeldir import load_model_and_tokenizer, read_run_json, saved_quantization
 
 
 class LoadedModel:
@@ -28,9 +29,21 @@ class LoadedModel:
         self.run = run or {}
 
     @classmethod
-    def from_dir(cls, path: Path | str, *, quantize: str | None = None, device="cpu"):
-        """Load a model directory (``aiayn.load`` checks its family first)."""
-        model, tokenizer = load_model_and_tokenizer(Path(path), device, quantize=quantize)
+    def from_dir(
+        cls,
+        path: Path | str,
+        *,
+        quantize: str | None = None,
+        device: str | torch.device = "cpu",
+        dtype: str | torch.dtype = "float32",
+    ):
+        """Load a model directory (``aiayn.load`` checks its family first) onto ``device``
+        with its floating weights in ``dtype`` (``aiayn.api.device``)."""
+        int8 = quantize or saved_quantization(Path(path))
+        where = placement(device, dtype, quantize=int8)
+        model, tokenizer = load_model_and_tokenizer(
+            Path(path), where.device, quantize=quantize, dtype=where.dtype
+        )
         return cls(model, tokenizer, path, read_run_json(Path(path)))
 
     @property
@@ -40,6 +53,12 @@ class LoadedModel:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> str:
+        """The floating weights' dtype: "float32", "bfloat16" or "float16"."""
+        floats = (p.dtype for p in self.model.parameters() if p.is_floating_point())
+        return dtype_name(next(floats, torch.float32))
 
     @property
     def max_text_tokens(self) -> int:

@@ -52,12 +52,14 @@ class Classifier(Encoder):
         self.labels = labels if labels is not None else list((run or {}).get("labels", []))
 
     @classmethod
-    def from_dir(cls, path: Path | str, *, quantize: str | None = None, device="cpu"):
+    def from_dir(
+        cls, path: Path | str, *, quantize: str | None = None, device="cpu", dtype="float32"
+    ):
         path = Path(path)
         config = load_config(path)
         check_classifier(config, path)
         classifier_labels(path, config.n_classes)  # run.json names every class
-        return super().from_dir(path, quantize=quantize, device=device)
+        return super().from_dir(path, quantize=quantize, device=device, dtype=dtype)
 
     def probabilities(self, texts: Sequence[str], *, batch_size: int = 64) -> Tensor:
         """Class probabilities (N, C), columns in ``labels`` order."""

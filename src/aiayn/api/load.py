@@ -55,6 +55,7 @@ def load(
     *,
     quantize: str | None = None,
     device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
     engine: str = "torch",
     cache_dir: str | Path | None = None,
 ) -> Translator | Generator | Classifier | Encoder:
@@ -66,7 +67,11 @@ def load(
         tr.translate(["Guten Morgen."], beam=4)[0].text
 
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads (CPU);
-    ``device`` is where the model runs. A list of translator directories loads an ensemble
+    ``device`` is where the model runs: "cpu", "cuda", "cuda:N" or "auto" (CUDA when
+    ``torch.cuda.is_available()``, else the CPU; the CPU for int8 layers); ``dtype``
+    ("float32", "bfloat16", or "float16" on CUDA only) is what the floating weights are cast
+    to after loading (``aiayn.api.device``; a device or dtype this machine cannot run is a
+    ``UserError`` before anything loads). A list of translator directories loads an ensemble
     (``Translator.ensemble``: their per-step probabilities averaged; torch engine). ``engine`` "ctranslate2" (translators only; ``pip
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
     ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
@@ -82,14 +87,14 @@ def load(
                 raise UserError(f"{p}: an ensemble is of translators (encoder-decoder models)")
         if engine != "torch":
             raise UserError("an ensemble decodes with the torch engine (engine 'torch')")
-        return Translator.ensemble(paths, quantize=quantize, device=device)
+        return Translator.ensemble(paths, quantize=quantize, device=device, dtype=dtype)
     config = load_config(Path(path))
     check_engine(engine, config, path)
     if engine != "torch":
         return Translator.from_dir(
-            path, quantize=quantize, device=device, engine=engine, cache_dir=cache_dir
+            path, quantize=quantize, device=device, dtype=dtype, engine=engine, cache_dir=cache_dir
         )
-    return api_class(config).from_dir(path, quantize=quantize, device=device)
+    return api_class(config).from_dir(path, quantize=quantize, device=device, dtype=dtype)
 
 
 def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
@@ -109,6 +114,7 @@ def load_for(
     *,
     quantize: str | None = None,
     device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
     engine: str = "torch",
     cache_dir: str | Path | None = None,
 ):
@@ -128,7 +134,7 @@ def load_for(
     check_engine(engine, config, path)
     if engine != "torch":
         return Translator.from_dir(
-            path, quantize=quantize, device=device, engine=engine, cache_dir=cache_dir
+            path, quantize=quantize, device=device, dtype=dtype, engine=engine, cache_dir=cache_dir
         )
     cls = Encoder if command == "embed" else api_class(config)
-    return cls.from_dir(path, quantize=quantize, device=device)
+    return cls.from_dir(path, quantize=quantize, device=device, dtype=dtype)

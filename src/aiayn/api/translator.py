@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from aiayn.api.base import LoadedModel
+from aiayn.api.device import placement
 from aiayn.api.options import check_search, check_translate
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.data.batching import pad
@@ -15,6 +16,7 @@ from aiayn.errors import OptionError, UserError
 from aiayn.infer import translate as decoding
 from aiayn.infer.attention import AttentionMap, translation_attention
 from aiayn.infer.sampling import Sampling
+from aiayn.modeldir import saved_quantization
 
 
 def text_list(texts, name: str = "texts") -> list[str]:
@@ -50,25 +52,28 @@ class Translator(LoadedModel):
         *,
         quantize: str | None = None,
         device: str | torch.device = "cpu",
+        dtype: str | torch.dtype = "float32",
         engine: str = "torch",
         cache_dir: Path | str | None = None,
     ):
         """Load a model directory; ``engine`` "ctranslate2" also converts it for CTranslate2
         (once; cached in ``cache_dir``, by default as ``aiayn.load`` says), which then
         translates on ``device``'s kind with as many threads as torch has
-        (``torch.get_num_threads``)."""
+        (``torch.get_num_threads``), in float32 (int8 with ``quantize``)."""
         if engine == "torch":
-            return super().from_dir(path, quantize=quantize, device=device)
+            return super().from_dir(path, quantize=quantize, device=device, dtype=dtype)
         from aiayn.interop.ctranslate2 import CTranslate2Engine
 
+        int8 = quantize or saved_quantization(Path(path))
+        where = placement(device, dtype, quantize=int8, engine=engine)
         decoder = CTranslate2Engine(
             Path(path),
             quantize=quantize,
-            device=device,
+            device=str(where.device),
             threads=torch.get_num_threads(),
             cache_dir=cache_dir,
         )
-        translator = super().from_dir(path, quantize=quantize, device=device)
+        translator = super().from_dir(path, quantize=quantize, device=where.device)
         translator.decoder = decoder
         return translator
 
@@ -79,6 +84,7 @@ class Translator(LoadedModel):
         *,
         quantize: str | None = None,
         device: str | torch.device = "cpu",
+        dtype: str | torch.dtype = "float32",
     ) -> Translator:
         """The translators in ``paths`` decoded as one (``aiayn.infer.ensemble.Ensemble``):
         at every step their next-token probabilities are averaged, for greedy search, beam
@@ -89,7 +95,9 @@ class Translator(LoadedModel):
         from aiayn.modeldir import file_sha256
 
         paths = [Path(p) for p in paths]
-        members = [cls.from_dir(p, quantize=quantize, device=device) for p in paths]
+        for p in paths:  # every member's device and dtype checked before any loads
+            placement(device, dtype, quantize=quantize or saved_quantization(p))
+        members = [cls.from_dir(p, quantize=quantize, device=device, dtype=dtype) for p in paths]
         digests = [file_sha256(tokenizer_file(p)) for p in paths]
         for path, digest in zip(paths[1:], digests[1:], strict=True):
             if digest != digests[0]:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from aiayn.api.device import DTYPES, Placement, placement
 from aiayn.api.load import ENGINES
 from aiayn.errors import UserError, decode_utf8
 
@@ -90,6 +91,36 @@ def add_quantize_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_device_arguments(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype``: where the model runs and its weights' precision
+    (``aiayn.api.device``); ``check_placement`` reads them before any work."""
+    p.add_argument(
+        "--device",
+        default="auto",
+        metavar="{auto,cpu,cuda,cuda:N}",
+        help="where the model runs: auto (the default) is cuda when torch finds a CUDA GPU, "
+        "else cpu (cpu for int8 layers); cuda:N is GPU N",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=tuple(DTYPES),
+        default="float32",
+        help="the floating weights' dtype, cast after loading (torch engine): float32 (the "
+        "default, as saved), bfloat16, or float16 (CUDA only)",
+    )
+
+
+def check_placement(args: argparse.Namespace) -> Placement:
+    """``--device`` and ``--dtype`` resolved and checked against ``--quantize`` and
+    ``--engine``: a ``UserError`` naming the flag, before any model loads or input is read."""
+    return placement(
+        args.device,
+        args.dtype,
+        quantize=getattr(args, "quantize", None),
+        engine=getattr(args, "engine", "torch"),
+    )
+
+
 def add_engine_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
@@ -107,8 +138,9 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
 
 
 def load_translator(command: str, args: argparse.Namespace):
-    """The translator of ``args.model_dir`` with the engine flags (``add_engine_argument``);
-    several directories (translate): their ensemble."""
+    """The translator of ``args.model_dir`` with the engine and device flags
+    (``add_engine_argument``, ``add_device_arguments``); several directories (translate):
+    their ensemble."""
     from aiayn.api import load, load_for
 
     dirs = args.model_dir if isinstance(args.model_dir, list) else [args.model_dir]
@@ -117,11 +149,13 @@ def load_translator(command: str, args: argparse.Namespace):
             raise UserError(
                 f"--engine {args.engine} decodes one model; an ensemble decodes with --engine torch"
             )
-        return load(dirs, quantize=args.quantize)
+        return load(dirs, quantize=args.quantize, device=args.device, dtype=args.dtype)
     return load_for(
         command,
         dirs[0],
         quantize=args.quantize,
+        device=args.device,
+        dtype=args.dtype,
         engine=args.engine,
         cache_dir=args.cache_dir,
     )

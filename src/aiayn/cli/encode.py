@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from aiayn.cli.args import add_quantize_argument, add_stdin_arguments, stdin_lines
+from aiayn.cli.args import (
+    add_device_arguments,
+    add_quantize_argument,
+    add_stdin_arguments,
+    check_placement,
+    stdin_lines,
+)
 
 
 def add_classify(sub) -> None:
@@ -15,14 +21,19 @@ def add_classify(sub) -> None:
     )
     add_stdin_arguments(p)
     add_quantize_argument(p)
+    add_device_arguments(p)
     p.set_defaults(func=cmd_classify)
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
     from aiayn.api import ensemble_probabilities, load_for
 
+    check_placement(args)
     texts = list(stdin_lines(args.errors))
-    classifiers = [load_for("classify", d, quantize=args.quantize) for d in args.model_dir]
+    classifiers = [
+        load_for("classify", d, quantize=args.quantize, device=args.device, dtype=args.dtype)
+        for d in args.model_dir
+    ]
     labels, probs = ensemble_probabilities(classifiers, texts)
     for row in probs:  # (C,)
         best = int(row.argmax())
@@ -35,6 +46,7 @@ def add_embed(sub) -> None:
     p.add_argument("--normalize", action="store_true", help="scale each vector to unit length")
     p.add_argument("--chunk", type=int, default=2000, help="lines read and embedded at a time")
     add_quantize_argument(p)
+    add_device_arguments(p)
     add_stdin_arguments(p)
     p.set_defaults(func=cmd_embed)
 
@@ -47,7 +59,10 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
     if args.chunk < 1:
         raise ValueError(f"--chunk must be >= 1, got {args.chunk}")
-    encoder = load_for("embed", args.model_dir, quantize=args.quantize)
+    check_placement(args)
+    encoder = load_for(
+        "embed", args.model_dir, quantize=args.quantize, device=args.device, dtype=args.dtype
+    )
     stdin = stdin_lines(args.errors)
     while True:  # stream: read a chunk, embed it (length-sorted inside), print in order
         lines = [line for _, line in zip(range(args.chunk), stdin, strict=False)]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli.args import (
+    add_device_arguments,
     add_quantize_argument,
+    check_placement,
     float_range,
     int_range,
     text_argument,
@@ -30,6 +32,7 @@ def add_generate(sub) -> None:
         "--seed", type=int_range(0, 2**63 - 1), default=None, help="seed for reproducible samples"
     )
     add_quantize_argument(p)
+    add_device_arguments(p)
     p.set_defaults(func=cmd_generate)
 
 
@@ -37,7 +40,10 @@ def cmd_generate(args: argparse.Namespace) -> None:
     from aiayn.api import Sampling, load_for
 
     sampling = Sampling(args.temperature, args.top_k or None, args.top_p, args.seed)
-    generator = load_for("generate", args.model_dir, quantize=args.quantize)
+    check_placement(args)
+    generator = load_for(
+        "generate", args.model_dir, quantize=args.quantize, device=args.device, dtype=args.dtype
+    )
     text = text_argument(args.prompt, "--prompt")
     warn_unknown_characters(generator.tokenizer, [text], "--prompt")
     (out,) = generator.generate(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.args import add_engine_argument, add_quantize_argument, int_range
+from aiayn.cli.args import (
+    add_device_arguments,
+    add_engine_argument,
+    add_quantize_argument,
+    check_placement,
+    int_range,
+)
 
 
 def add_serve(sub) -> None:
@@ -27,6 +33,7 @@ def add_serve(sub) -> None:
     )
     add_quantize_argument(p)
     add_engine_argument(p)
+    add_device_arguments(p)
     for name, (default, text) in ServeConfig.flags().items():
         p.add_argument(
             "--" + name.replace("_", "-"), type=type(default), default=default, help=text
@@ -46,6 +53,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
         ) from None
     config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
+    check_placement(args)
     if args.threads:
         import torch
 
@@ -58,5 +66,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         args.engine,
         args.cache_dir,
         ensemble=args.ensemble,
+        device=args.device,
+        dtype=args.dtype,
     )
     run_server(specs, config, args.host, args.port)

@@ -11,10 +11,12 @@ import warnings
 from pathlib import Path
 
 from aiayn.cli.args import (
+    add_device_arguments,
     add_engine_argument,
     add_quantize_argument,
     add_search_arguments,
     add_stdin_arguments,
+    check_placement,
     file_lines,
     float_range,
     int_range,
@@ -92,6 +94,7 @@ def add_translate(sub) -> None:
     add_stdin_arguments(p)
     add_quantize_argument(p)
     add_engine_argument(p)
+    add_device_arguments(p)
     p.set_defaults(func=cmd_translate)
 
 
@@ -129,6 +132,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
+    check_placement(args)
     if args.format == "html":
         _translate_html(args, options)
         return
@@ -226,6 +230,7 @@ def add_attention(sub) -> None:
     p.add_argument("sentence")
     p.add_argument("--out", default="attention.png")
     p.add_argument("--self", action="store_true", help="also encoder and decoder self-attention")
+    add_device_arguments(p)
     p.set_defaults(func=cmd_attention)
 
 
@@ -233,7 +238,8 @@ def cmd_attention(args: argparse.Namespace) -> None:
     from aiayn.api import load_for
     from aiayn.viz import plot_attention
 
-    translator = load_for("attention", args.model_dir)
+    check_placement(args)
+    translator = load_for("attention", args.model_dir, device=args.device, dtype=args.dtype)
     sentence = text_argument(args.sentence, "the sentence")
     warn_unknown_characters(translator.tokenizer, [sentence], "the sentence")
     out = plot_attention(
@@ -255,6 +261,7 @@ def add_evaluate(sub) -> None:
     add_search_arguments(p)
     add_quantize_argument(p)
     add_engine_argument(p)
+    add_device_arguments(p)
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -263,6 +270,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.evaluate import evaluate_translation
     from aiayn.modeldir import write_text
 
+    check_placement(args)
     translator = load_translator("evaluate", args)
     model, tokenizer = translator.model, translator.tokenizer
     data = translator.run.get("data", {})

@@ -48,7 +48,7 @@ import warnings
 from pathlib import Path
 
 from aiayn.data.tokenizer import EOS, PAD, load_tokenizer
-from aiayn.errors import UserError, debugging, fsync_directory, note
+from aiayn.errors import OptionError, UserError, debugging, fsync_directory, note
 from aiayn.infer.beam import Hypothesis, length_penalty
 from aiayn.modeldir import (
     CONFIG_FILE,
@@ -358,7 +358,15 @@ def _device(device) -> tuple[str, int]:
         parsed = None
     if parsed is None or parsed.type not in ("cpu", "cuda"):
         raise UserError(f"device {device!r}: CTranslate2 runs on cpu or cuda (e.g. cuda:0)")
-    return parsed.type, parsed.index or 0
+    index = parsed.index or 0
+    if parsed.type == "cuda" and index >= require_ctranslate2().get_cuda_device_count():
+        raise OptionError(
+            f"device {parsed}: this CTranslate2 finds no such CUDA GPU (a build without CUDA, "
+            "or no driver); use device cpu, or engine torch",
+            "device",
+            "engine",
+        )
+    return parsed.type, index
 
 
 class CTranslate2Engine:

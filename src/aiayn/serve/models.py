@@ -13,12 +13,13 @@ from pathlib import Path
 
 import aiayn
 from aiayn.api import Classifier, Generator, Translation, Translator
+from aiayn.api.device import placement
 from aiayn.api.generator import CompletionText
 from aiayn.api.load import check_engine, kind
 from aiayn.data.tokenizer import has_tokenizer
 from aiayn.infer.attention import AttentionMap
 from aiayn.infer.classify import classifier_labels
-from aiayn.modeldir import WEIGHTS_FILE, load_config
+from aiayn.modeldir import WEIGHTS_FILE, load_config, saved_quantization
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class ModelSpec:
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
     "ctranslate2" translates with CTranslate2 (``aiayn.load``'s engine); ``members``: further
     translators decoded with the one in ``path`` as an ensemble (their per-step probabilities
-    averaged)."""
+    averaged); ``device`` and ``dtype``: where the model runs and its weights' dtype
+    (``aiayn.load``'s)."""
 
     path: Path
     name: str
@@ -36,12 +38,17 @@ class ModelSpec:
     engine: str = "torch"
     cache_dir: Path | None = None  # the ctranslate2 engine's cache (aiayn.load's cache_dir)
     members: tuple[Path, ...] = ()
+    device: str = "cpu"  # auto, cpu, cuda or cuda:N
+    dtype: str = "float32"  # float32, bfloat16 or float16
 
 
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     config = load_config(spec.path)
     check_engine(spec.engine, config, spec.path)
+    for path in (spec.path, *spec.members):  # this machine runs it so
+        int8 = spec.quantize or saved_quantization(path)
+        placement(spec.device, spec.dtype, quantize=int8, engine=spec.engine)
     for path in (spec.path, *spec.members):
         if not has_tokenizer(path):
             raise FileNotFoundError(f"{path}: no tokenizer (tokenizer.model or tokenizer.json)")
@@ -74,7 +81,12 @@ class ServedModel:
         self.members = [Path(p) for p in spec.members]
         where = [self.path, *self.members] if self.members else self.path
         self.api = aiayn.load(
-            where, quantize=spec.quantize, engine=spec.engine, cache_dir=spec.cache_dir
+            where,
+            quantize=spec.quantize,
+            device=spec.device,
+            dtype=spec.dtype,
+            engine=spec.engine,
+            cache_dir=spec.cache_dir,
         )
         self.engine = spec.engine
         self.config = self.api.config
@@ -120,6 +132,8 @@ class ServedModel:
             "labels": self.labels,
             "quantization": self.api.quantization,
             "engine": self.engine,
+            "device": str(self.api.device),
+            "dtype": self.api.dtype,
             "path": str(self.path),
             "ensemble": [str(p) for p in (self.path, *self.members)] if self.members else None,
         }

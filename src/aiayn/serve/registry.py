@@ -97,11 +97,13 @@ class Registry:
                     return
                 model = ServedModel(spec)
                 log.info(
-                    "loaded %s (%s, %d parameters) from %s",
+                    "loaded %s (%s, %d parameters) from %s on %s (%s)",
                     spec.name,
                     model.family,
                     model.parameters,
                     spec.path,
+                    model.api.device,
+                    model.api.dtype,
                 )
                 self.models[spec.name] = model
                 self.queues[spec.name] = self._queue(spec.name)

@@ -37,10 +37,12 @@ def model_specs(
     engine: str = "torch",
     cache_dir: str | None = None,
     ensemble: bool = False,
+    device: str = "cpu",
+    dtype: str = "float32",
 ) -> list[ModelSpec]:
     """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``,
-    ``--engine`` and ``--cache-dir`` to all of them. ``ensemble``: the directories are one
-    translator, an ensemble (named and given languages as one)."""
+    ``--engine``, ``--cache-dir``, ``--device`` and ``--dtype`` to all of them. ``ensemble``:
+    the directories are one translator, an ensemble (named and given languages as one)."""
     names, languages = names or [], languages or []
     if ensemble:
         if len(model_dirs) < 2:
@@ -57,6 +59,8 @@ def model_specs(
             engine,
             Path(cache_dir) if cache_dir else None,
             members=tuple(Path(p) for p in model_dirs[1:]),
+            device=device,
+            dtype=dtype,
         )
         check_spec(spec)
         return [spec]
@@ -68,7 +72,14 @@ def model_specs(
         name = names[i] if i < len(names) else default_name(Path(path))
         langs = tuple(languages[i].split("-")) if i < len(languages) else None
         spec = ModelSpec(
-            Path(path), name, langs, quantize, engine, Path(cache_dir) if cache_dir else None
+            Path(path),
+            name,
+            langs,
+            quantize,
+            engine,
+            Path(cache_dir) if cache_dir else None,
+            device=device,
+            dtype=dtype,
         )
         check_spec(spec)
         specs.append(spec)
