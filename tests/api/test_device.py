@@ -12,6 +12,7 @@ from aiayn.api import base
 from aiayn.api.device import placement, resolve_device, resolve_dtype
 from aiayn.errors import OptionError
 from tests.conftest import REPO_ROOT
+from tests.tolerance import assert_close_to_scale
 
 
 @pytest.fixture
@@ -118,3 +119,38 @@ def test_bfloat16_weights_translate_the_shipped_model_mostly_as_float32(shipped_
     # test sentences kept their float32 translation when measured
     assert same >= 0.7 * len(sources), f"{same} of {len(sources)} translations agree"
     assert all(bf16), "an empty translation"
+
+
+def test_classify_and_attention_answer_in_float32_on_the_cpu_from_bfloat16_weights(model_dirs):
+    f32 = aiayn.load(model_dirs["classifier"]).classify(["Ein kleiner Test."])[0]
+    bf16 = aiayn.load(model_dirs["classifier"], dtype="bfloat16").classify(["Ein kleiner Test."])
+    probabilities = list(bf16[0].probabilities.values())
+    assert abs(sum(probabilities) - 1.0) < 1e-5  # summed in float32, not in bf16's 8 bits
+    assert f32.probabilities.keys() == bf16[0].probabilities.keys()
+    attention = aiayn.load(model_dirs["translator"], dtype="bfloat16").attention("Guten Tag.")
+    for weights in (attention.encoder, attention.decoder_self, attention.cross):
+        assert all(w.dtype == torch.float32 and w.device.type == "cpu" for w in weights)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_every_family_answers_on_cuda_as_on_the_cpu(model_dirs):
+    text = ["Ein kleiner Test.", "Guten Tag, wie geht es?"]
+    for device in ("cpu", "cuda"):
+        clf = aiayn.load(model_dirs["classifier"], device=device)
+        tr = aiayn.load(model_dirs["translator"], device=device)
+        gen = aiayn.load(model_dirs["lm"], device=device)
+        got = {
+            "classify": [list(c.probabilities.values()) for c in clf.classify(text)],
+            "embed": clf.embed(text).cpu(),
+            "cross": torch.stack([w.mean(0).sum() for w in tr.attention(text[0]).cross]),
+            "translate": [t.text for t in tr.translate(text)],
+            "generate": gen.generate(["Call me"], max_new_tokens=5),
+        }
+        if device == "cpu":
+            want = got
+    assert_close_to_scale(got["classify"], want["classify"], rel=1e-4)
+    assert_close_to_scale(got["embed"], want["embed"], rel=1e-4)
+    assert_close_to_scale(got["cross"], want["cross"], rel=1e-4)
+    assert got["translate"] == want["translate"]
+    assert len(got["generate"]) == 1

@@ -52,11 +52,15 @@ def translation_attention(
             f"only its first {model.config.max_len - 1} tokens are read",
             stacklevel=2,
         )
-    src = torch.tensor([src_ids])  # (1, S)
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids], device=device)  # (1, S)
     hyp = search(model, src, beam, lenpen, max_len_offset)[0][0].tokens
-    tgt_in = torch.tensor([[model.config.bos_id] + hyp[:-1]])  # (1, T): row i predicts hyp[i]
+    # (1, T): row i predicts hyp[i]
+    tgt_in = torch.tensor([[model.config.bos_id] + hyp[:-1]], device=device)
     record: dict = {}
     model(src, tgt_in, attention=record)
+    # the weights for plots and JSON: float32 on the CPU, whatever the model's device and dtype
+    record = {k: [w.float().cpu() for w in ws] for k, ws in record.items()}
     return AttentionMap(
         source=token_pieces(tokenizer, src_ids),
         output=token_pieces(tokenizer, hyp),

@@ -68,9 +68,10 @@ def classify_texts(
     """
     refuse_blank(texts, "classify")
     ids = encode_texts(tokenizer, texts, model.config.max_len, where or "classify")
+    device = next(model.parameters()).device
     return torch.cat(
-        [
-            model.classify(pad(ids[i : i + batch_size])).softmax(-1)  # (B, C)
+        [  # (B, C), float32 on the CPU whatever the model's device and dtype
+            model.classify(pad(ids[i : i + batch_size]).to(device)).float().softmax(-1).cpu()
             for i in range(0, len(ids), batch_size)
         ]
         or [torch.empty(0, model.config.n_classes)]
