@@ -387,6 +387,10 @@ def loop_run(args, name: str, extra: list[str]) -> dict:
     for key, value in settings.items():
         cmd += ["--set", f"{key}={value}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    free_gb = None
+    if DEVICE == "cuda":  # this process's cached memory would shrink the run's loss chunks
+        torch.cuda.empty_cache()
+        free_gb = torch.cuda.mem_get_info()[0] / 1e9
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -399,6 +403,7 @@ def loop_run(args, name: str, extra: list[str]) -> dict:
     compile_event = next((r for r in records if r.get("event") == "compile"), None)
     result = {
         "exit": done.returncode,
+        "gpu_free_gb_at_start": free_gb,
         "wall_s": wall,
         "steps": finish.get("step"),
         "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady) if steady else None,
