@@ -143,3 +143,46 @@ def test_nan_gradients_in_a_row_stop_the_run_with_a_clear_error(sample_corpus, t
         trainer.fit()
     assert trainer.step == 10  # 6 good steps, 4 skipped; the 5th skipped one raised
     assert ckpt.list_checkpoints(tmp_path / "checkpoints")  # the step-5 checkpoint stands
+
+
+class InflateSteps(PoisonSteps):
+    """The calls numbered in ``poisoned`` report a training loss far above any plausible one
+    (finite gradients: what a diverging run looks like in bf16 or with clipping)."""
+
+    def forward(self, batch, smoothing, pad_id):
+        self.calls += 1
+        loss, nll, n = self.objective(batch, smoothing, pad_id)
+        if self.calls in self.poisoned:
+            loss, nll = loss * 1e6, nll * 1e6
+        return loss, nll, n
+
+
+def test_a_loss_out_of_range_stops_the_run_naming_the_last_good_checkpoint(sample_corpus, tmp_path):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=40))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateSteps(trainer.objective, poisoned=range(8, 100))
+    with pytest.raises(FloatingPointError, match=r"step 12: the training loss is .* 5 steps in a ro"
+                       r"w.*diverged.*last good checkpoint: .*checkpoint-0+5\.pt.*lr_scale"):  # fmt: skip
+        trainer.fit()
+    assert ckpt.list_checkpoints(tmp_path / "checkpoints")[-1].name.endswith("10.pt")  # not good
+    assert not (tmp_path / "model").exists()  # no final model from a diverged run
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
+    assert [r["step"] for r in records if r.get("event") == "diverged"] == [8, 9, 10, 11, 12]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_a_diverging_run_stops_in_every_precision(sample_corpus, tmp_path, precision):
+    # lr 1e5 with clipping: in bf16 (and with clipping in fp32) the gradients can stay finite
+    overrides = tiny_run_overrides(sample_corpus, max_steps=30, lr_scale=100000, clip_norm=1.0)
+    run = load_run_config(None, overrides + [f'train.precision="{precision}"'])
+    with pytest.raises(FloatingPointError, match=r"the run (diverged and )?stops"):
+        Trainer(run, tmp_path, progress=False).fit()
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_validation_loss_out_of_range_stops_the_run(sample_corpus, tmp_path):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=6, valid_every=3))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer._valid_loss = lambda model: 1e9
+    with pytest.raises(FloatingPointError, match=r"step 3: the validation loss is 1e\+09"):
+        trainer.fit()

@@ -187,7 +187,8 @@ class Trainer:
         self.step, self.epoch, self.batch_pos = 0, 0, 0
         self.elapsed, self.best_valid = 0.0, math.inf
         self.last_valid = (-1, math.nan)  # (step, loss) of the last validation
-        self.grad_norm, self.nonfinite_in_a_row = 0.0, 0
+        self.grad_norm, self.nonfinite_in_a_row, self.diverged_in_a_row = 0.0, 0, 0
+        self.last_good_checkpoint: Path | None = None  # saved while the loss was in range
         self.tensorboard = None
         if tc.tensorboard and self.ctx.is_main:  # from the step after the one resumed
             from aiayn.train.tensorboard import DIRECTORY, TensorBoardLog
@@ -244,6 +245,7 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
         self.elapsed, self.best_valid = state["elapsed"], state["best_valid"]
+        self.last_good_checkpoint = path  # training went on from it
         if self.ctx.is_main:  # a step replayed from here on is logged once
             repair_metrics(self.metrics_path, self.step)
         self.log({"event": "resume", "step": self.step, "checkpoint": path.name})
@@ -278,9 +280,12 @@ class Trainer:
             "run": self.run.to_dict(),
             "tokenizer_sha256": self.tokenizer_sha256,
         }
-        return ckpt.save_checkpoint(
+        path = ckpt.save_checkpoint(
             self.ckpt_dir, self.step, state, self.run.train.keep_checkpoints
         )
+        if not self.diverged_in_a_row and not self.nonfinite_in_a_row:
+            self.last_good_checkpoint = path
+        return path
 
     def _valid_loss(self, model) -> float:
         loss, _ = evaluate_loss(
@@ -296,6 +301,7 @@ class Trainer:
     def validate(self) -> float:
         """Validation loss; every rank computes it (the same number), rank 0 writes."""
         loss = self._valid_loss(self.model)
+        self._check_diverged(loss, "valid_loss", 1)
         self.last_valid = (self.step, loss)
         record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
         record["valid_ppl"] = math.exp(min(loss, 50.0))
@@ -373,6 +379,37 @@ class Trainer:
         return total / n_tokens, total_nll / n_tokens, n_tokens, seconds
 
     MAX_NONFINITE_IN_A_ROW = 5
+    # a loss per token above this many times the uniform distribution's, log(V), plus a margin
+    # (a fresh model starts near log(V)), for MAX_DIVERGED_IN_A_ROW steps in a row, or in one
+    # validation, is a run that diverged: in bf16, or with clipping, its gradients stay finite
+    DIVERGED_TIMES_UNIFORM, DIVERGED_MARGIN = 2.0, 10.0
+    MAX_DIVERGED_IN_A_ROW = 5
+
+    def loss_ceiling(self) -> float:
+        """The highest plausible loss per target (nats): ``DIVERGED_TIMES_UNIFORM`` times the
+        uniform distribution's over the model's classes, plus ``DIVERGED_MARGIN``."""
+        c = self.model_config
+        classes = c.n_classes or c.target_vocab
+        return self.DIVERGED_TIMES_UNIFORM * math.log(classes) + self.DIVERGED_MARGIN
+
+    def _check_diverged(self, nll: float, what: str, in_a_row: int) -> None:
+        """Stop the run when ``nll`` (nats per target) has left the plausible range for
+        ``in_a_row`` checks (training steps, or one validation)."""
+        if not math.isfinite(nll) or nll <= self.loss_ceiling():
+            return
+        self.log({"event": "diverged", "step": self.step, what: nll})
+        if in_a_row < (self.MAX_DIVERGED_IN_A_ROW if what == "loss" else 1):
+            return
+        kind = "validation" if what == "valid_loss" else "training"
+        times = f" for {in_a_row} steps in a row" if what == "loss" else ""
+        ceiling = self.loss_ceiling()
+        uniform = (ceiling - self.DIVERGED_MARGIN) / self.DIVERGED_TIMES_UNIFORM
+        raise FloatingPointError(
+            f"step {self.step}: the {kind} loss is {nll:.4g} nats per target{times}, above any "
+            f"plausible value ({ceiling:.1f}; guessing uniformly gives {uniform:.1f}): the run "
+            f"diverged and stops (last good checkpoint: {self.last_good_checkpoint or 'none'}). "
+            "Lower train.lr_scale, raise train.warmup, or set train.clip_norm"
+        )
 
     def _skip_nonfinite_step(self) -> None:
         """Gradients with inf or NaN (identical on every rank after the all-reduce): leave
@@ -381,12 +418,11 @@ class Trainer:
         self.nonfinite_in_a_row += 1
         self.log({"event": "skipped_step", "step": self.step + 1, "reason": "non-finite gradients"})
         if self.nonfinite_in_a_row >= self.MAX_NONFINITE_IN_A_ROW:
-            last = ckpt.list_checkpoints(self.ckpt_dir)
             raise FloatingPointError(
                 f"step {self.step + 1}: gradients were inf or NaN for {self.nonfinite_in_a_row} "
-                f"steps in a row; the run stops (last checkpoint: "
-                f"{last[-1] if last else 'none'}). Lower train.lr_scale, set train.clip_norm, "
-                "or use train.precision=fp32"
+                f"steps in a row; the run stops (last good checkpoint: "
+                f"{self.last_good_checkpoint or 'none'}). Lower train.lr_scale, set "
+                "train.clip_norm, or use train.precision=fp32"
             )
 
     def _groups(self, batches: list) -> list[list]:
@@ -461,6 +497,9 @@ class Trainer:
             ) as ahead:
                 for group in ahead:
                     loss, nll, n, seconds = self.train_step(group)
+                    in_range = not math.isfinite(nll) or nll <= self.loss_ceiling()
+                    self.diverged_in_a_row = 0 if in_range else self.diverged_in_a_row + 1
+                    self._check_diverged(nll, "loss", self.diverged_in_a_row)
                     if tc.compile and not compiled_logged:
                         compiled_logged = True
                         self._log_compile(seconds)
