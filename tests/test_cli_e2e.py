@@ -3,6 +3,7 @@
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -181,6 +182,41 @@ def test_average_force_replaces_another_model_whole(trained, tmp_path, capsys):
     model, _ = load_model_and_tokenizer(out)  # one tokenizer: the run's
     for name, t in load_model_and_tokenizer(fresh)[0].state_dict().items():
         assert torch.equal(model.state_dict()[name], t), name
+
+
+def test_a_read_only_out_is_named_by_average_quantize_and_export(
+    trained, tmp_path, capsys, monkeypatch
+):
+    import errno
+    import os
+
+    _, run = trained
+    old = tmp_path / "old"
+    assert main(["average", str(run), "--last", "1", "--out", str(old)]) == 0
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    mkdir = os.mkdir
+
+    def read_only(path, *args, **kwargs):  # tmp_path as a read-only file system
+        if tmp_path in Path(path).parents:
+            raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+        return mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    commands = [
+        ["average", str(run), "--last", "1", "--out", str(old), "--force"],
+        ["average", str(run), "--last", "1", "--out", str(tmp_path / "a" / "avg")],
+        ["quantize", str(run / "model"), "--out", str(tmp_path / "int8")],
+        ["export", str(run / "model"), "--out", str(tmp_path / "hf")],
+    ]
+    capsys.readouterr()
+    for argv in commands:
+        assert main(argv) == 2, argv
+        out = argv[argv.index("--out") + 1]
+        err = capsys.readouterr().err
+        assert err == f"aiayn {argv[0]}: error: cannot write {out}: Read-only file system\n"
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]  # nothing half-written
 
 
 def test_attention_writes_heatmaps(trained, tmp_path, capsys):

@@ -2,6 +2,7 @@
 new files, nothing of what it held before; a failure or a kill while writing leaves the old
 directory as it was."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -129,5 +130,60 @@ def test_a_kill_between_two_renames_puts_the_old_directory_back(tmp_path, monkey
     with pytest.raises(UserError, match="exists and is not empty"):
         with replace_directory(out):  # the old model comes back before anything else
             pass
+    assert contents(out) == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def read_only(monkeypatch, root: Path) -> None:
+    """Make ``root`` act as a read-only file system: no directory can be made in it (os.mkdir
+    is what Path.mkdir and tempfile.mkdtemp call)."""
+    mkdir = os.mkdir
+
+    def refused(path, *args, **kwargs):
+        if Path(path) == root or root in Path(path).parents:
+            raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+        return mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", refused)
+
+
+def test_a_read_only_file_system_is_named_by_the_directory_asked_for(tmp_path, monkeypatch):
+    out = model_dir(tmp_path / "m", OLD)
+    read_only(monkeypatch, tmp_path)
+    for target in (out, tmp_path / "new", tmp_path / "a" / "b" / "m"):  # replaced, new, deep
+        with pytest.raises(UserError) as caught:
+            with replace_directory(target, force=True):
+                pytest.fail("nothing to write into")
+        assert str(caught.value) == f"cannot write {target}: Read-only file system"
+    monkeypatch.undo()
+    assert contents(out) == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # nothing half-written
+
+
+def test_a_write_that_fails_inside_is_named_under_the_directory_asked_for(tmp_path):
+    from aiayn.errors import atomic_write
+
+    out = model_dir(tmp_path / "m", OLD)
+
+    def full(path=None):
+        args = () if path is None else (str(path),)  # no file named: a library's file object
+        raise OSError(errno.ENOSPC, "No space left on device", *args)
+
+    failures = [
+        (lambda new: full(new / "model.safetensors"), out / "model.safetensors"),
+        (lambda new: atomic_write(new / "run.json", full), out / "run.json"),
+        (lambda new: full(), out),
+    ]
+    for write, named in failures:
+        with pytest.raises(UserError) as caught:
+            with replace_directory(out, force=True) as new:
+                (new / "config.json").write_text("half")
+                write(new)
+        assert str(caught.value) == f"cannot write {named}: No space left on device"
+    source = tmp_path / "absent" / "tokenizer.model"
+    with pytest.raises(FileNotFoundError) as caught:  # a source that cannot be read is its own
+        with replace_directory(out, force=True) as new:
+            (new / "tokenizer.model").write_bytes(source.read_bytes())
+    assert caught.value.filename == str(source)
     assert contents(out) == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]

@@ -2,7 +2,9 @@
 
 ``replace_directory`` writes into a new temporary sibling, which then takes the place of the
 old directory in one rename, so the result holds exactly the new model's files (none left over
-from the model it replaces) and an interrupted write leaves the old directory as it was.
+from the model it replaces) and an interrupted write leaves the old directory as it was. A
+write that fails (a read-only file system, no permission, no space) is a ``UserError`` naming
+the directory asked for and the cause, never the temporary sibling.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from aiayn.errors import UserError, fsync_directory
 from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, save_model_dir
 
 NEW_SUFFIX, OLD_SUFFIX = ".new-aiayn", ".old-aiayn"  # temporary siblings of a directory
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}  # what only a write meets
 
 
 def check_replaceable(out: Path, force: bool, keep: Iterable[Path] = ()) -> None:
@@ -56,21 +59,32 @@ def replace_directory(out: Path, force: bool = False, keep: Iterable[Path] = ())
     When the block succeeds, the sibling takes the place of ``out`` (which then holds exactly
     what the block wrote, nothing of what it held before) in one atomic rename where the
     system has one (Linux ``renameat2`` ``RENAME_EXCHANGE``), else in two; when it fails, the
-    sibling is removed and ``out`` is untouched. ``force`` and ``keep``: ``check_replaceable``.
+    sibling is removed and ``out`` is untouched. A write that fails (the sibling cannot be
+    made, a file in it cannot be written) is a ``UserError`` naming ``out`` and the OS's
+    reason. ``force`` and ``keep``: ``check_replaceable``.
     """
     out = Path(out)
     if out.is_symlink():
         out = out.resolve()  # replace the directory the link names, keep the link
     keep = list(keep)
     check_replaceable(out, force, keep)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _clean_siblings(out)
-    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=NEW_SUFFIX, dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _clean_siblings(out)
+        new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=NEW_SUFFIX, dir=out.parent))
+    except OSError as e:  # a read-only file system, no permission, no space ...
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(new, 0o777 & ~umask)  # mkdtemp makes 0700; give the directory the usual mode
-        yield new
+        try:
+            yield new
+        except (OSError, UserError) as e:
+            named = _named_for(e, new, out)
+            if named is None:
+                raise
+            raise named from e
         check_replaceable(out, force, keep)  # the block may have taken long: check again
         try:
             _swap_in(new, out)
@@ -79,6 +93,25 @@ def replace_directory(out: Path, force: bool = False, keep: Iterable[Path] = ())
     finally:
         if new.exists():  # the block failed, or new holds the old directory now
             shutil.rmtree(new, ignore_errors=True)
+
+
+def _named_for(error: OSError | UserError, new: Path, out: Path) -> UserError | None:
+    """A failed write into the temporary ``new`` as a ``UserError`` naming the path under
+    ``out`` (what the user asked for) and the cause; None for an error about anything else
+    (a source that cannot be read keeps its own message). An OSError naming no file (a
+    library's write to a file object) is about ``out`` when its cause is one of a write."""
+    if isinstance(error, OSError):
+        if error.filename is None and error.errno in _WRITE_ERRORS:
+            return UserError(f"cannot write {out}: {error.strerror or error}")
+        if not isinstance(error.filename, str | bytes | os.PathLike):
+            return None
+        path = Path(os.fsdecode(error.filename))
+        if path != new and new not in path.parents:
+            return None
+        return UserError(f"cannot write {out / path.relative_to(new)}: {error.strerror or error}")
+    if type(error) is UserError and str(new) in str(error):  # atomic_write's message
+        return UserError(str(error).replace(str(new), str(out)))
+    return None
 
 
 def _swap_in(new: Path, out: Path) -> None:
