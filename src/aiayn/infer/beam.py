@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -43,6 +44,28 @@ def _finalize(hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha:
     hyps.append(Hypothesis(tokens, score, log_prob))
 
 
+class _Finished:
+    """The finished hypotheses of each of B sentences, kept on the host, with each one's
+    count and n-th best score (what decides when a sentence is done)."""
+
+    def __init__(self, b: int, nbest: int, alpha: float, heads: list[list[int]] | None):
+        self.nbest, self.alpha, self.heads = nbest, alpha, heads
+        self.hyps: list[list[Hypothesis]] = [[] for _ in range(b)]
+        self.nth_best = np.full(b, float("-inf"))  # (B,) float64
+        self.count = np.zeros(b, dtype=np.int64)  # (B,)
+
+    def add(self, i: int, tokens: list[int], log_prob: float) -> None:
+        """Sentence ``i`` finishes a hypothesis of new ``tokens`` (after its prefix, if any)."""
+        hyps = self.hyps[i]
+        _finalize(hyps, self.heads[i] + tokens if self.heads else tokens, log_prob, self.alpha)
+        self.count[i] += 1
+        if len(hyps) >= self.nbest:
+            self.nth_best[i] = sorted(h.score for h in hyps)[-self.nbest]
+
+    def best(self) -> list[list[Hypothesis]]:
+        return [sorted(h, key=lambda x: -x.score)[: self.nbest] for h in self.hyps]
+
+
 @decoding
 def beam_search(
     step: StepFn,
@@ -58,6 +81,7 @@ def beam_search(
     eos_id: int = EOS,
     prefix: list[list[int]] | None = None,
     prefix_log_prob: Tensor | None = None,
+    on_tokens: Callable[[np.ndarray], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per sentence, best first.
 
@@ -76,80 +100,91 @@ def beam_search(
     hypothesis begins with, already read by ``step``'s state, and ``prefix_log_prob`` (B,)
     their log-probability: hypotheses hold the prefix, are scored over the whole target, and
     ``max_len`` counts the prefix.
+
+    Each step moves one small table from the device to the host (the candidates, the picks,
+    each sentence's best reachable score), where the finished hypotheses and the live ones'
+    tokens are kept; ``on_tokens``, if given, is shown the tokens each step is about to read
+    (N*K,) from there, e.g. for a decoder state to skip checking them for padding.
     """
     b, k = batch_size, beam
-    heads, p = prefix, len(prefix[0]) if prefix else 0
+    p = len(prefix[0]) if prefix else 0
     if nbest > k:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({k})")
-    ids = torch.arange(b, device=device)  # (N,) the sentence of each row still searching
     limit = torch.as_tensor(max_len, device=device).expand(b).clone()  # (N,)
-    tokens = torch.full((b, k, 1), bos_id, dtype=torch.long, device=device)  # (N, K, L)
+    limit = (limit - p).clamp(min=1)  # new tokens: the prefix counts in max_len
     log_probs = torch.full((b, k), float("-inf"), device=device)  # (N, K) live hypotheses
     log_probs[:, 0] = 0.0  # all beams start identical: expand only the first
     if prefix_log_prob is not None:
         log_probs[:, 0] = prefix_log_prob.to(log_probs.dtype)
-    limit = (limit - p).clamp(min=1)  # new tokens: the prefix counts in max_len
-    finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    nth_best = torch.full((b,), float("-inf"), dtype=torch.float64, device=device)
-    n_finished = torch.zeros(b, dtype=torch.long, device=device)
-
-    def finalize(row: int, toks: list[int], log_prob: float) -> None:
-        i = int(ids[row])
-        _finalize(finished[i], (heads[i] + toks) if p else toks, log_prob, alpha)
-        n_finished[i] += 1
-        if len(finished[i]) >= nbest:
-            nth_best[i] = sorted(h.score for h in finished[i])[-nbest]
-
+    last = torch.full((b, k), bos_id, dtype=torch.long, device=device)  # (N, K) tokens read
+    first_row = torch.arange(b, device=device)[:, None] * k  # (B, 1) flat row of each beam 0
+    # on the host: each row's sentence and length limit, the live hypotheses' tokens
+    ids, spans = np.arange(b), np.array(limit.tolist(), dtype=np.int64)  # (N,), (N,)
+    tokens = np.zeros((b, k, 0), dtype=np.int64)  # (N, K, L)
+    read = np.full((b, k), bos_id, dtype=np.int64)  # (N, K) = ``last``
+    finished = _Finished(b, nbest, alpha, prefix if p else None)
     length = 0
-    while ids.numel():
+    while len(ids):
         length += 1
-        n = ids.numel()
-        logp = step(tokens[:, :, -1].reshape(n * k, 1))  # (N*K, V)
+        n = len(ids)
+        if on_tokens is not None:
+            on_tokens(read.reshape(-1))
+        logp = step(last.view(n * k, 1))  # (N*K, V)
         v = logp.size(-1)
         cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
         top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
-        top_beam, top_token = top_index // v, top_index % v  # (N, 2K)
-        is_eos = top_token == eos_id
-
-        # eos among the top K candidates finishes a hypothesis
-        eos_rank = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
-        for row, j in eos_rank.nonzero().tolist():
-            prefix = tokens[row, top_beam[row, j], 1:].tolist()
-            finalize(row, prefix + [eos_id], top_scores[row, j].item())
-
+        is_eos = top_index % v == eos_id  # (N, 2K)
         # the best K candidates that are not eos live on
         live_scores = top_scores.masked_fill(is_eos, float("-inf"))
         log_probs, pick = live_scores.topk(k, dim=1)  # (N, K)
-        new_beam = top_beam.gather(1, pick)  # (N, K)
-        rows = torch.arange(n, device=device)[:, None] * k + new_beam  # (N, K) flat parents
-        tokens = torch.cat(
-            [
-                tokens.view(n * k, -1)[rows.view(-1)].view(n, k, -1),
-                top_token.gather(1, pick)[..., None],
-            ],
-            dim=2,
-        )  # (N, K, L+1)
-
-        # sentences at their length limit finish their live hypotheses as they are
-        at_limit = length >= limit  # (N,)
-        for row in at_limit.nonzero().flatten().tolist():
-            for j in torch.isfinite(log_probs[row]).nonzero().flatten().tolist():
-                finalize(row, tokens[row, j, 1:].tolist(), log_probs[row, j].item())
-
-        # a sentence is done when no live hypothesis can beat its n-th best finished one
+        chosen = top_index.gather(1, pick)  # (N, K) into (K, V)
+        parents, last = first_row[:n] + chosen // v, chosen % v  # (N, K) flat rows, tokens
+        columns = [log_probs.double(), top_scores[:, :k], top_index[:, :k], chosen]
         if alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
             best_live = log_probs.max(1).values.double()  # (N,)
             horizon = torch.full_like(limit, length + 1) if early_stop else limit
-            reachable = best_live / length_penalty(horizon.double() + p, alpha)
-            done = at_limit | (reachable <= nth_best[ids])
-        else:  # the bound needs alpha >= 0; without it, stop at K finished
-            done = at_limit | (n_finished[ids] >= k)
+            reachable = best_live / length_penalty(horizon.double() + p, alpha)  # (N,)
+            columns.append(reachable[:, None])
+        host = _to_host(torch.cat(columns, 1))  # (N, 4K [+ 1]) float64: the one transfer
+        live_host, top_host = host[:, :k], host[:, k : 2 * k]  # (N, K) scores
+        top_at = host[:, 2 * k : 3 * k].astype(np.int64)  # (N, K) into (K, V)
+        chosen_at = host[:, 3 * k : 4 * k].astype(np.int64)  # (N, K)
 
-        keep = ~done
-        reorder(rows[keep].view(-1))  # follow the surviving beams; drop finished sentences
-        tokens, log_probs = tokens[keep], log_probs[keep]
-        ids, limit = ids[keep], limit[keep]
-    return [sorted(h, key=lambda x: -x.score)[:nbest] for h in finished]
+        # eos among the top K candidates finishes a hypothesis
+        eos_rank = (top_at % v == eos_id) & np.isfinite(top_host)  # (N, K)
+        for row, j in zip(*np.nonzero(eos_rank), strict=True):
+            toks = tokens[row, top_at[row, j] // v].tolist()
+            finished.add(ids[row], toks + [eos_id], float(top_host[row, j]))
+        read = chosen_at % v  # (N, K)
+        tokens = np.concatenate([tokens[np.arange(n)[:, None], chosen_at // v], read[..., None]], 2)
+
+        # sentences at their length limit finish their live hypotheses as they are
+        at_limit = length >= spans  # (N,)
+        for row in np.flatnonzero(at_limit):
+            for j in np.flatnonzero(np.isfinite(live_host[row])):
+                finished.add(ids[row], tokens[row, j].tolist(), float(live_host[row, j]))
+
+        # a sentence is done when no live hypothesis can beat its n-th best finished one
+        if alpha >= 0:
+            done = at_limit | (host[:, 4 * k] <= finished.nth_best[ids])
+        else:  # the bound needs alpha >= 0; without it, stop at K finished
+            done = at_limit | (finished.count[ids] >= k)
+        if done.all():
+            break
+        if done.any():  # finished sentences leave the batch
+            keep = np.flatnonzero(~done)  # (N',)
+            index = torch.from_numpy(keep).to(device, non_blocking=True)
+            parents, last, log_probs, limit = (
+                x.index_select(0, index) for x in (parents, last, log_probs, limit)
+            )
+            ids, spans, tokens, read = ids[keep], spans[keep], tokens[keep], read[keep]
+        reorder(parents.view(-1))  # follow the surviving beams
+    return finished.best()
+
+
+def _to_host(packed: Tensor) -> np.ndarray:
+    """A step's table (N, C) on the host: beam search's one transfer (a host sync) per step."""
+    return packed.cpu().numpy()
 
 
 @decoding
@@ -198,6 +233,7 @@ def beam_decode(
     return beam_search(
         step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop,
         config.bos_id, config.eos_id, prefixes, primed.get("log_prob"),
+        on_tokens=_vouch(state, config.pad_id),
     )  # fmt: skip
 
 
@@ -235,8 +271,18 @@ def beam_continue(
     max_len = torch.full((b,), limit, dtype=torch.long, device=prompt.device)
     return beam_search(
         step, state.reorder, b, k, max_len, alpha, nbest, prompt.device, early_stop,
-        config.bos_id, config.eos_id,
+        config.bos_id, config.eos_id, on_tokens=_vouch(state, config.pad_id),
     )  # fmt: skip
+
+
+def _vouch(state, pad_id: int) -> Callable[[np.ndarray], None]:
+    """Tell ``state`` whether the tokens a step reads are all real, from the search's host
+    copy of them, so that it need not look on the device (``DecoderState.tokens_real``)."""
+
+    def on_tokens(tokens: np.ndarray) -> None:
+        state.tokens_real = not (tokens == pad_id).any()
+
+    return on_tokens
 
 
 def best_tokens(hyps: list[list[Hypothesis]]) -> Tensor:

@@ -45,6 +45,15 @@ class EnsembleState:
     def offset(self) -> int:
         return self.states[0].offset
 
+    @property
+    def tokens_real(self) -> bool:
+        return self.states[0].tokens_real
+
+    @tokens_real.setter
+    def tokens_real(self, value: bool) -> None:
+        for state in self.states:
+            state.tokens_real = value
+
     def reorder(self, index: Tensor, same_sources: bool = False) -> None:
         for state in self.states:
             state.reorder(index, same_sources)

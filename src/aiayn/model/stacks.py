@@ -220,7 +220,9 @@ class DecoderState:
 
     ``token_mask`` (B, L) marks the real tokens decoded so far (key padding for self-
     attention); it stays None while every token is real, the common case in generation,
-    so that a step then needs no mask at all. ``length`` counts the positions decoded;
+    so that a step then needs no mask at all; a search that knows the tokens it feeds are
+    real (``tokens_real``) spares ``advance`` looking (a host sync per step on a GPU).
+    ``length`` counts the positions decoded;
     ``memory_mask`` is the encoder's key-padding mask (encoder-decoder only), one row per
     source, which ``beams`` consecutive target rows share (beam search).
     ``reorder`` selects batch rows, e.g. beams that survive a step of beam search.
@@ -232,6 +234,7 @@ class DecoderState:
     memory_mask: Tensor | None = None
     length: int = 0
     beams: int = 1  # target rows per source row (memory_mask and cross caches)
+    tokens_real: bool = False  # the caller vouches that the tokens it feeds hold no pad_id
 
     @property
     def offset(self) -> int:
@@ -245,9 +248,11 @@ class DecoderState:
         """
         b, t = tokens.shape
         offset, self.length = self.length, self.length + t
-        new = masks.token_mask(tokens, pad_id)  # (B, t)
-        if self.token_mask is None and bool(new.all()):
+        if self.token_mask is None and (
+            self.tokens_real or bool(masks.token_mask(tokens, pad_id).all())
+        ):
             return None if t == 1 else masks.causal_mask(t, tokens.device, offset)
+        new = masks.token_mask(tokens, pad_id)  # (B, t)
         if self.token_mask is None:  # the first padding: every earlier token was real
             self.token_mask = torch.ones(b, offset, dtype=torch.bool, device=tokens.device)
         self.token_mask = torch.cat([self.token_mask, new], 1)  # (B, L)
