@@ -125,7 +125,7 @@ def test_classify_and_attention_answer_in_float32_on_the_cpu_from_bfloat16_weigh
     f32 = aiayn.load(model_dirs["classifier"]).classify(["Ein kleiner Test."])[0]
     bf16 = aiayn.load(model_dirs["classifier"], dtype="bfloat16").classify(["Ein kleiner Test."])
     probabilities = list(bf16[0].probabilities.values())
-    assert abs(sum(probabilities) - 1.0) < 1e-5  # summed in float32, not in bf16's 8 bits
+    assert_close_to_scale(sum(probabilities), 1.0)  # a float32 softmax, not bf16's 8 bits
     assert f32.probabilities.keys() == bf16[0].probabilities.keys()
     attention = aiayn.load(model_dirs["translator"], dtype="bfloat16").attention("Guten Tag.")
     for weights in (attention.encoder, attention.decoder_self, attention.cross):
