@@ -46,6 +46,32 @@ def test_translate_with_the_ctranslate2_engine_prints_what_torch_prints(
     assert (shipped / ".ctranslate2").is_dir()  # converted once, kept beside the model
 
 
+def test_sampling_settings_ctranslate2_takes_otherwise(shipped, monkeypatch, capsys):
+    """A top-p below float32's range (CTranslate2 reads 0 and refuses it), a temperature
+    below 2**-100, top-k 1: greedy's output with either engine; a seed past 32 bits is an
+    error naming the flag and the range."""
+    greedy = _translate(["translate", str(shipped)], monkeypatch, capsys)
+    for engine, options in [
+        ("torch", ["--top-p", "5e-324"]),
+        ("torch", ["--temperature", "1e-300"]),
+        ("ctranslate2", ["--top-p", "5e-324"]),
+        ("ctranslate2", ["--temperature", "1e-300"]),
+        ("ctranslate2", ["--top-k", "1", "--temperature", "0.5"]),
+    ]:
+        argv = ["translate", str(shipped), "--engine", engine, "--sample", *options]
+        assert _translate(argv, monkeypatch, capsys) == greedy, (engine, options)
+    argv = ["translate", str(shipped), "--engine", "ctranslate2", "--sample"]
+    unfiltered = _translate([*argv, "--temperature", "2"], monkeypatch, capsys)
+    top_k = ["--temperature", "2", "--top-k", "100000"]
+    assert _translate([*argv, *top_k], monkeypatch, capsys) == unfiltered
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(LINES) + "\n"))
+    assert main([*argv, "--seed", str(2**32)]) == 2
+    assert capsys.readouterr().err == (
+        "aiayn translate: error: --seed must be an integer in [0, 4294967295] with --engine "
+        "ctranslate2 (CTranslate2's random generator takes 32 bits), got 4294967296\n"
+    )
+
+
 def test_evaluate_with_the_ctranslate2_engine(shipped, tmp_path, capsys):
     corpus = tmp_path / "corpus"
     write_sample_corpus(corpus, n_train=10, n_valid=20, n_test=20)

@@ -98,6 +98,29 @@ def test_sampled_translation_is_sample_decode(translator):
     assert tokens == [[h.tokens for h in t.hypotheses] for t in got[2:]]  # batch-independent
 
 
+def test_temperatures_past_float32s_reach_decode_as_their_limits(translator, model_dirs):
+    """Float32 logits divided by a temperature below 2**-100 overflow: it is greedy; past
+    2**100 every token is equally likely already (and -inf / inf is NaN): it is 2**100."""
+
+    short = dict(max_len_offset=6)
+
+    def samples(temperature):
+        sampling = aiayn.Sampling(temperature=temperature, seed=5)
+        out = translator.translate(SENTENCES[:2], nbest=2, sampling=sampling, **short)
+        return [[h.tokens for h in t.hypotheses] for t in out]
+
+    greedy = [t.hypotheses[0].tokens for t in translator.translate(SENTENCES[:2], **short)]
+    for temperature in (1e-300, 2.0**-101):
+        assert samples(temperature) == [[g, g] for g in greedy], temperature
+    assert samples(1e300) == samples(2.0**100) == samples(1e38)
+    gen = aiayn.load(model_dirs["lm"])
+    texts = {
+        t: gen.generate(["the"], max_new_tokens=12, sampling=aiayn.Sampling(temperature=t))[0].text
+        for t in (0.0, 1e-300, 1e-40, 2.0**100, 1e300)
+    }
+    assert texts[1e-300] == texts[1e-40] == texts[0.0] and texts[1e300] == texts[2.0**100]
+
+
 def test_score_is_the_teacher_forced_log_probability(translator):
     targets = ["Good morning.", "How are you today?", "The house is big.", ""]
     got = translator.score(SENTENCES, targets)

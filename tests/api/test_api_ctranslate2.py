@@ -68,6 +68,53 @@ def test_seeded_samples_repeat_and_are_scored_under_the_model(engines):
     assert len(unseeded) == len(LINES)
 
 
+def _samples(translator, nbest=2, **settings) -> list[list[tuple[int, ...]]]:
+    out = translator.translate(LINES, nbest=nbest, sampling=aiayn.Sampling(**settings))
+    return [[tuple(h.tokens) for h in t.hypotheses] for t in out]
+
+
+def test_settings_ctranslate2_takes_otherwise_have_the_torch_engines_meaning(engines):
+    """Greedy (temperature 0, top-k 1, a top-p below float32's range, a temperature below
+    2**-100) gives both engines' greedy output nbest times; a top-k of the whole vocabulary
+    (but the padding token, which neither engine draws) or more is no top-k filter; a
+    temperature past float32's largest number is 2**100."""
+    torch_tr, _ = engines
+    greedy = [[tuple(t.tokens)] * 2 for t in torch_tr.translate(LINES)]
+    for settings in (
+        dict(temperature=0.0),
+        dict(top_k=1),
+        dict(top_p=5e-324),  # float32 0
+        dict(top_p=1e-300),
+        dict(top_p=1e-45),  # float32's smallest subnormal number
+        dict(temperature=1e-300),
+        dict(temperature=1e-40),  # CTranslate2 drew nonsense
+    ):
+        for seed in (0, 3):
+            for translator in engines:
+                got = _samples(translator, **settings, seed=seed)
+                assert got == greedy, (translator.engine, settings, seed)
+    vocabulary = torch_tr.config.vocab_size
+    for translator in engines:
+        unfiltered = _samples(translator, temperature=1.5, seed=3)
+        assert len({h for hyps in unfiltered for h in hyps}) > len(LINES)  # really drawn
+        for top_k in (vocabulary - 1, vocabulary, 10**6, 2**70):
+            assert _samples(translator, temperature=1.5, top_k=top_k, seed=3) == unfiltered
+        flat = _samples(translator, nbest=1, temperature=2.0**100, seed=3)
+        assert _samples(translator, nbest=1, temperature=1e300, seed=3) == flat
+
+
+def test_a_seed_ctranslate2_cannot_take_is_an_option_error(engines):
+    _, ct2_tr = engines
+    assert len(_samples(ct2_tr, seed=2**32 - 1)) == len(LINES)
+    with pytest.raises(OptionError) as caught:
+        ct2_tr.translate(LINES, sampling=aiayn.Sampling(seed=2**32))
+    assert str(caught.value) == (
+        "seed must be an integer in [0, 4294967295] with engine ctranslate2 (CTranslate2's "
+        "random generator takes 32 bits), got 4294967296"
+    )
+    assert caught.value.options == ("seed", "engine")
+
+
 def test_score_and_attention_run_the_torch_model(engines):
     torch_tr, ct2_tr = engines
     targets = ["Good morning.", "How are you?", "The book is on the table.", "Yes."]

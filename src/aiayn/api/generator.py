@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from aiayn.api.base import LoadedModel
-from aiayn.api.options import check_int
+from aiayn.api.options import check_int, decoded_sampling
 from aiayn.api.results import Generation
 from aiayn.api.translator import text_list
 from aiayn.errors import OptionError
@@ -59,7 +59,7 @@ class Generator(LoadedModel):
                 f"sampling must be an aiayn.Sampling, got {type(sampling).__name__}", "sampling"
             )
         ids = self.prompt_ids(prompt) if isinstance(prompt, str) else list(prompt)
-        return TextStream(self, ids, max_new_tokens, sampling, stop_at_eos)
+        return TextStream(self, ids, max_new_tokens, decoded_sampling(sampling), stop_at_eos)
 
     def generate(
         self,

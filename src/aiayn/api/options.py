@@ -3,10 +3,14 @@ server. Errors are ``OptionError``s naming the option (the command line shows it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from aiayn.errors import OptionError
 from aiayn.infer.sampling import Sampling
+
+# Temperatures past these decode as at their limits (``decoded_sampling``)
+GREEDY_BELOW, FLAT_ABOVE = 2.0**-100, 2.0**100
 
 
 def check_int(name: str, value, low: int) -> None:
@@ -56,3 +60,24 @@ def check_translate(
             "beam",
             "sampling",
         )
+
+
+def decoded_sampling(sampling: Sampling | None) -> Sampling | None:
+    """``sampling`` as the engines decode it: a temperature float32 cannot divide by is
+    replaced by the one with the same outcome.
+
+    Both engines divide float32 logits by the temperature. Below ``GREEDY_BELOW`` (2**-100)
+    the quotients overflow (the torch engine fails, CTranslate2 draws nonsense), while
+    already any logit more than 1e-28 below the largest gets a probability of 0 in float32:
+    such a temperature is greedy, its limit (temperature 0). Above ``FLAT_ABOVE`` (2**100)
+    every quotient is below float32's resolution around 0, so each token not filtered out
+    is equally likely, as at 2**100 (past float32's largest number, a filtered-out token's
+    -inf / inf is NaN): such a temperature is 2**100.
+    """
+    if sampling is None:
+        return None
+    if 0 < sampling.temperature < GREEDY_BELOW:
+        return dataclasses.replace(sampling, temperature=0.0)
+    if sampling.temperature > FLAT_ABOVE:
+        return dataclasses.replace(sampling, temperature=FLAT_ABOVE)
+    return sampling

@@ -9,7 +9,7 @@ import torch
 
 from aiayn.api.base import LoadedModel
 from aiayn.api.device import placement
-from aiayn.api.options import check_search, check_translate
+from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.data.batching import pad
 from aiayn.errors import OptionError, UserError
@@ -157,9 +157,12 @@ class Translator(LoadedModel):
 
         With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
         search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0); samples are
-        CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply).
+        CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply;
+        a seed is below 2**32). A temperature below 2**-100 is greedy, one above 2**100 is
+        2**100 (``aiayn.api.options.decoded_sampling``), in both engines.
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
+        sampling = decoded_sampling(sampling)
         texts = text_list(texts)
         prefixes = None if prefix is None else text_list(prefix, "prefix")
         if prefixes is not None and len(prefixes) != len(texts):

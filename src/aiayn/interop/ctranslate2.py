@@ -28,7 +28,12 @@ How the options map (``CTranslate2Engine.search``):
 * sampling is CTranslate2's sampler (temperature, top-k, top-p), seeded with
   ``ctranslate2.set_random_seed``: the same sentences with the same seed give the same samples
   (with the torch engine a sentence's samples depend only on the seed and its index); each
-  sample is scored by its log-probability under the model, as in aiayn;
+  sample is scored by its log-probability under the model, as in aiayn. Settings CTranslate2
+  takes otherwise are given with the torch engine's meaning (``CTranslate2Engine._sampling``):
+  greedy (temperature 0, top-k 1) makes ``nbest`` copies of the one greedy output, a top-k of
+  the whole vocabulary or more is no top-k filter, a top-p too small for float32 is float32's
+  smallest normal number (either keeps only the most likely token); a seed must be below
+  2**32 (``SEED_LIMIT``);
 * an option without a counterpart is an error naming it.
 """
 
@@ -71,6 +76,9 @@ CONVERSION = 2  # the conversion's format: a cached conversion of another is con
 # by an output of up to this many tokens more, as the torch engine's sinusoids allow.
 EXTRA_POSITIONS = 1024
 BEAM_PATIENCE = 2.0  # with lenpen > 0 and no early stop (CTranslate2Engine._beam_call)
+FLOAT32_TINY = 2.0**-126  # float32's smallest normal number: the least top-p given to CTranslate2
+SEED_LIMIT = 2**32  # ctranslate2.set_random_seed takes an unsigned 32-bit seed
+VOCABULARIES = ("target_vocabulary", "shared_vocabulary")  # a converted model's, .json or .txt
 SEARCH_OPTIONS = (
     "beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices", "prefix",
     "scores",
@@ -423,6 +431,7 @@ class CTranslate2Engine:
                     f"({self.path}): {e}"
                 ) from None
         self._pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.vocab_size)]
+        self._outputs = output_vocabulary_size(self.path) or len(self._pieces)
         self._ids: dict[str, int] = {}
         for i, piece in enumerate(self._pieces):
             self._ids.setdefault(piece, i)
@@ -496,6 +505,13 @@ class CTranslate2Engine:
                 raise ValueError(f"sampling draws one token at a time: beam must be 1, got {beam}")
             if early_stop:
                 raise ValueError("early_stop is for beam search: use it without sampling")
+            if sampling.seed is not None and not 0 <= sampling.seed < SEED_LIMIT:
+                raise OptionError(
+                    f"seed must be an integer in [0, {SEED_LIMIT - 1}] with engine ctranslate2 "
+                    f"(CTranslate2's random generator takes 32 bits), got {sampling.seed}",
+                    "seed",
+                    "engine",
+                )
             return self._sample(sources, limits, nbest, sampling)
         if nbest > beam:
             raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
@@ -611,19 +627,35 @@ class CTranslate2Engine:
             out.append(sorted(hyps, key=lambda h: -h.score)[:nbest])
         return out
 
+    def _sampling(self, sampling, nbest: int) -> tuple[dict, int]:
+        """CTranslate2's options for ``sampling`` with the torch engine's meaning, and how many
+        copies of each drawn hypothesis make the ``nbest`` samples.
+
+        Greedy (temperature 0, or top_k 1) is CTranslate2's best-token search, which gives one
+        hypothesis (it refuses more): the ``nbest`` samples are copies of it, as the torch
+        engine's are. A top_k of CTranslate2's whole vocabulary or more (which CTranslate2
+        refuses past its vocabulary) is no top-k filter, as in the torch engine. CTranslate2
+        reads top_p as float32 and refuses 0: a top_p below float32's smallest normal number
+        is that number. Either keeps only the most likely token, as does any top_p up to
+        1 / vocabulary size in both engines.
+        """
+        greedy = sampling.temperature == 0 or sampling.top_k == 1
+        top_k = sampling.top_k or 0
+        options = dict(
+            beam_size=1,
+            num_hypotheses=1 if greedy else nbest,
+            sampling_topk=1 if greedy else (0 if top_k >= self._outputs else top_k),
+            sampling_topp=max(sampling.top_p, FLOAT32_TINY),
+            sampling_temperature=1.0 if greedy else sampling.temperature,
+        )
+        return options, nbest if greedy else 1
+
     def _sample(self, sources, limits, nbest, sampling) -> list[list[Hypothesis]]:
         """CTranslate2 seeds a translator's random generators when it starts its threads,
         so a seeded call runs on a translator of its own (an unseeded one on the engine's)."""
         import ctranslate2
 
-        greedy = sampling.temperature == 0
-        options = dict(
-            beam_size=1,
-            num_hypotheses=nbest,
-            sampling_topk=1 if greedy else (sampling.top_k or 0),
-            sampling_topp=sampling.top_p,
-            sampling_temperature=1.0 if greedy else sampling.temperature,
-        )
+        options, copies = self._sampling(sampling, nbest)
         out: list = [None] * len(sources)
         with self._seed_lock:
             translator = self.translator  # seed None: a fresh draw each call
@@ -635,7 +667,7 @@ class CTranslate2Engine:
                     [sources[i] for i in members], **options, **self._common(limit, members)
                 )
                 for i, result in zip(members, results, strict=True):
-                    out[i] = [self._target(p) for p in result.hypotheses]
+                    out[i] = [self._target(p) for p in result.hypotheses] * copies
         flat = [(i, tokens) for i, samples in enumerate(out) for tokens in samples]
         scores = self._log_probs([sources[i] for i, _ in flat], [t for _, t in flat])
         hyps: list[list[Hypothesis]] = [[] for _ in sources]
@@ -656,6 +688,17 @@ class CTranslate2Engine:
             ended = bool(tokens) and tokens[-1] == EOS
             scores.append(float(sum(log_probs if ended else log_probs[:-1])))
         return scores
+
+
+def output_vocabulary_size(path: Path) -> int | None:
+    """How many tokens the converted model ``path`` can output (its target vocabulary, or the
+    one it shares with the source); None where it holds neither file."""
+    for name in VOCABULARIES:
+        if (path / f"{name}.json").is_file():
+            return len(json.loads((path / f"{name}.json").read_text(encoding="utf-8")))
+        if (path / f"{name}.txt").is_file():
+            return len((path / f"{name}.txt").read_text(encoding="utf-8").splitlines())
+    return None
 
 
 def sentencepiece_files(tokenizer) -> dict[str, bytes]:
