@@ -16,6 +16,9 @@ kept in --work between runs) goes through three processes, each under ``/usr/bin
   (each rank's peak RSS read from /proc while it runs).
 
 Each records wall time, peak RSS, the store's bytes on disk against its token count, the
+seconds that checking the stores' content takes as every training start does (each file's
+SHA-256 and the ids against the vocabulary, read from the page cache right after encoding;
+``store.check_s``, with ``store.sha256_gb_s``, one core's SHA-256 rate on bytes in memory), the
 time from the command to the start of its first step (when metrics.jsonl gets step 1's
 line, less that step's own duration), and the share of step time spent waiting for batches. A ``baseline`` run trains the same model on a
 20,000-pair corpus (batches as full as a large corpus's), so that what the data adds to the
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -172,6 +176,27 @@ def wait_share(metrics: Path) -> float | None:
     return round(float(np.mean(shares)), 4) if shares else None
 
 
+def check_stores(run: Path) -> dict:
+    """Seconds to check the content of every store of ``run`` as a training start does (the
+    digests and the ids against the vocabulary), and one core's SHA-256 rate in GB/s."""
+    from aiayn.data.store import examine
+    from aiayn.data.tokenizer import load_tokenizer
+
+    vocab_size = load_tokenizer(run).vocab_size
+    began = time.perf_counter()
+    for meta in sorted((run / "store").glob("*/meta.json")):
+        found, problem = examine(meta.parent, json.loads(meta.read_text())["key"], vocab_size)
+        if found is None:
+            raise RuntimeError(f"{meta.parent}: {problem}")
+    took = time.perf_counter() - began
+    block = np.random.default_rng(0).bytes(1 << 20)  # the block the check reads
+    digest, began = hashlib.sha256(), time.perf_counter()
+    for _ in range(256):
+        digest.update(block)
+    rate = 256 * len(block) / (time.perf_counter() - began) / 1e9
+    return {"check_s": round(took, 3), "sha256_gb_s": round(rate, 2)}
+
+
 def run_size(args, corpus: Path, pairs: int, env: dict) -> dict:
     work = Path(args.work)
     run = work / f"run-{corpus.name}"
@@ -216,6 +241,7 @@ def run_size(args, corpus: Path, pairs: int, env: dict) -> dict:
         "id_bytes": tokens,
         "ratio": round(disk / max(tokens, 1), 3),
         "examples": sum(json.loads(m.read_text())["examples"] for m in store.glob("*/meta.json")),
+        **check_stores(run),
     }
     for ranks in args.ranks:
         out = run if ranks == 1 else work / f"run-{corpus.name}-r{ranks}"

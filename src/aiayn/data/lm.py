@@ -76,7 +76,8 @@ def load_stream(
     write: bool = True,
 ) -> TokenStream:
     """The split's token stream from its store under ``root`` (written, or waited for while
-    another process writes it, when missing or outdated; see ``parallel.encode_split``)."""
+    another process writes it, when missing, outdated or damaged; see
+    ``parallel.encode_split``)."""
     keep = None
     if root is None:
         keep = tempfile.TemporaryDirectory(prefix="aiayn-store-")
@@ -87,7 +88,7 @@ def load_stream(
         chunks = _chunks(tokenizer, text_path(corpus, split))
         write_store(directory, key, ("text",), tokenizer.vocab_size, chunks)
 
-    store = open_or_write(Path(root) / split, key, write_text, write)
+    store = open_or_write(Path(root) / split, key, write_text, write, tokenizer.vocab_size)
     stream = TokenStream(store.ids["text"])
     stream._keep = (store, keep)
     return stream

@@ -213,9 +213,11 @@ def encode_split(
 ) -> ParallelData:
     """``split`` (with ``train_repeat`` and ``extra_train`` for train) as ``ParallelData``.
 
-    Its stores live under ``root``, keyed to ``tokenizer_sha256`` and the split's files: one
-    that is missing or outdated is written (``write``) or waited for (another process writes
-    it). Without ``root``, in a temporary directory that lives as long as the result.
+    Its stores live under ``root``, keyed to ``tokenizer_sha256`` and the split's files, their
+    content checked against the digests written with them and the tokenizer's vocabulary:
+    one that is missing, outdated or damaged is written (``write``) or waited for (another
+    process writes it). Without ``root``, in a temporary directory that lives as long as the
+    result.
     """
     keep = None
     if root is None:
@@ -228,7 +230,7 @@ def encode_split(
         build = lambda directory, name=name, key=key: build_store(  # noqa: E731
             config, name, tokenizer, key, directory
         )
-        stores[name] = open_or_write(Path(root) / name, key, build, write)
+        stores[name] = open_or_write(Path(root) / name, key, build, write, tokenizer.vocab_size)
     ordered = [stores[names[0]]] * (config.train_repeat if split == "train" else 1)
     ordered += [stores[n] for n in names[1:]]
     data = ParallelData(ordered, config.max_len, filter_long, config.corpus, split)

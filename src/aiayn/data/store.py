@@ -5,7 +5,8 @@ fairseq's memory-mapped indexed datasets, with plain numpy files so that anythin
 them. A split's directory holds::
 
     meta.json           format version, the key (tokenizer and input files), the fields,
-                        the example count, the length buckets and each file's size
+                        the example count, the length buckets, each file's size and SHA-256,
+                        and the SHA-256 of the rest of meta.json itself
     FIELD.ids           every example's token ids, concatenated, no specials
                         (uint16 when the vocabulary fits, else uint32; little-endian)
     FIELD.offsets       examples + 1 entries: example i is ids[offsets[i]:offsets[i + 1]]
@@ -23,6 +24,11 @@ killed at any point leaves nothing that loads (``open_store`` needs ``meta.json`
 file at its recorded size). The key names the tokenizer's SHA-256 and each input file's size
 and SHA-256; ``open_store`` refuses a store whose key differs, so a changed tokenizer or
 corpus is encoded again, never silently reused.
+
+The content is checked too, at every open (``aiayn.data.store_check``): each file's SHA-256,
+taken as it was written, against the bytes on disk, and every id against the vocabulary. A
+store that differs is derived data gone bad: ``open_or_write`` says which file and encodes
+the split again from the corpus, as it does for a changed key.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.errors import fsync_directory
+from aiayn.data import store_check
+from aiayn.errors import UserError, fsync_directory, note
 
 FORMAT = "aiayn-token-store"
 VERSION = 1
@@ -101,9 +108,13 @@ class StoreWriter:
         self.tmp.mkdir()
         self.files = {f: open(self.tmp / f"{f}.ids", "wb") for f in fields}
         self.offset_files = {f: open(self.tmp / f"{f}.offsets", "wb") for f in fields}
+        # each file's SHA-256 over the bytes as they are written, not as they read back
+        self.digests = {
+            name: hashlib.sha256() for f in fields for name in (f"{f}.ids", f"{f}.offsets")
+        }
         self.tokens = dict.fromkeys(fields, 0)
         for f in fields:
-            self.offset_files[f].write(np.zeros(1, np.int64).tobytes())
+            self._write(self.offset_files[f], f"{f}.offsets", np.zeros(1, np.int64).tobytes())
         self.lengths: list[np.ndarray] = []  # the sort key of each chunk's examples
         self.n = 0
 
@@ -111,13 +122,17 @@ class StoreWriter:
         key = None
         for name in self.fields:
             flat, lengths = _flat(chunk.fields[name], self.vocab_size, self.dtype)
-            self.files[name].write(flat.tobytes())
+            self._write(self.files[name], f"{name}.ids", flat.tobytes())
             ends = self.tokens[name] + np.cumsum(lengths)
-            self.offset_files[name].write(ends.astype(np.int64).tobytes())
+            self._write(self.offset_files[name], f"{name}.offsets", ends.astype("<i8").tobytes())
             self.tokens[name] += int(flat.size)
             key = lengths if key is None else np.maximum(key, lengths)
         self.lengths.append(np.minimum(key + 1, np.iinfo(np.uint32).max).astype(np.uint32))
         self.n += len(key)
+
+    def _write(self, file, name: str, data: bytes) -> None:
+        file.write(data)
+        self.digests[name].update(data)
 
     def commit(self) -> Path:
         """Sort by length, write ``meta.json``, fsync, and rename the store into place."""
@@ -129,8 +144,9 @@ class StoreWriter:
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.uint32)
         order = np.argsort(lengths, kind="stable")  # a radix sort on integers
         order = order.astype(np.int32 if self.n < 2**31 else np.int64)
+        self.digests[ORDER] = hashlib.sha256()
         with open(self.tmp / ORDER, "wb") as f:
-            f.write(order.tobytes())
+            self._write(f, ORDER, order.tobytes())
             os.fsync(f.fileno())
         values, counts = np.unique(lengths, return_counts=True)
         files = {p.name: p.stat().st_size for p in sorted(self.tmp.iterdir())}
@@ -146,7 +162,9 @@ class StoreWriter:
             "order_dtype": order.dtype.str,
             "buckets": [[int(v), int(c)] for v, c in zip(values, counts, strict=True)],
             "files": files,
+            store_check.DIGESTS: {name: self.digests[name].hexdigest() for name in files},
         }
+        meta[store_check.SELF] = store_check.meta_digest(meta)
         with open(self.tmp / META, "w") as f:
             json.dump(meta, f, indent=1)
             f.flush()
@@ -166,9 +184,10 @@ class StoreWriter:
             return "<i8"
         wide = self.tmp / f"{field}.offsets"
         narrow = self.tmp / f"{field}.offsets.u4"
+        self.digests[wide.name] = hashlib.sha256()  # of the narrow bytes that replace them
         with open(wide, "rb") as src, open(narrow, "wb") as dst:
             while data := src.read(block * 8):
-                dst.write(np.frombuffer(data, "<i8").astype("<u4").tobytes())
+                self._write(dst, wide.name, np.frombuffer(data, "<i8").astype("<u4").tobytes())
             dst.flush()
             os.fsync(dst.fileno())
         os.replace(narrow, wide)
@@ -254,38 +273,101 @@ class TokenStore:
 
 def read_meta(directory: Path) -> dict | None:
     """The store's meta.json if the store is whole (every file at its recorded size)."""
-    directory = Path(directory)
+    meta, problem = _whole(Path(directory))
+    return meta if not problem else None
+
+
+ABSENT = "absent"
+OUTDATED = "made from other inputs"  # another key, format or version: encoded again quietly
+OLDER = "written by an earlier aiayn, which recorded no SHA-256 of its files to check it by"
+
+
+def _whole(directory: Path) -> tuple[dict | None, str]:
+    """(meta.json, "") of a store whose files all have their recorded size; else (None, why)."""
     try:
-        meta = json.loads((directory / META).read_text())
-    except (OSError, ValueError):
-        return None
+        text = (directory / META).read_text()
+    except FileNotFoundError:
+        return None, ABSENT
+    except OSError as e:
+        return None, f"{META} cannot be read ({e.strerror or e})"
+    try:
+        meta = json.loads(text)
+    except ValueError:
+        return None, f"{META} is not JSON"
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        return None
+        return None, f"{META} is not a token store's"
     if meta.get("version") != VERSION:
-        return None
+        return None, OUTDATED
     for name, size in meta.get("files", {}).items():
         path = directory / name
-        if not path.is_file() or path.stat().st_size != size:
-            return None
-    return meta
+        if not path.is_file():
+            return None, f"{name} is missing"
+        if path.stat().st_size != size:
+            return None, f"{name} has {path.stat().st_size} bytes, not the {size} recorded"
+    return meta, ""
 
 
-def open_store(directory: Path, key: dict) -> TokenStore | None:
-    """The store in ``directory`` if it is whole and was made from ``key``; else None."""
-    meta = read_meta(directory)
-    if meta is None or meta.get("key") != key:
+def examine(directory: Path, key: dict, vocab_size: int | None = None) -> tuple[dict | None, str]:
+    """(meta.json, "") of the store in ``directory`` if it is whole, was made from ``key`` and
+    holds the bytes it was written with; else (None, why): ``ABSENT``, ``OUTDATED``,
+    ``OLDER``, or what is damaged. With ``vocab_size``, an id outside the vocabulary is a
+    ``UserError`` naming the file and the examples (``store_check.damage``)."""
+    directory = Path(directory)
+    meta, problem = _whole(directory)
+    if meta is None:
+        return None, problem
+    if meta.get("key") != key:
+        return None, OUTDATED
+    if store_check.DIGESTS not in meta:
+        return None, OLDER
+    problem = store_check.damage(directory, meta, vocab_size)
+    return (None, problem) if problem else (meta, "")
+
+
+def open_store(directory: Path, key: dict, vocab_size: int | None = None) -> TokenStore | None:
+    """The store in ``directory`` if it is whole, was made from ``key`` and has the content it
+    was written with (``examine``); else None."""
+    meta, _ = examine(directory, key, vocab_size)
+    return None if meta is None else TokenStore(directory, meta)
+
+
+def _stamp(directory: Path) -> tuple | None:
+    """What changes when a store is written into ``directory`` (meta.json's inode and time)."""
+    try:
+        st = (Path(directory) / META).stat()
+    except OSError:
         return None
-    return TokenStore(directory, meta)
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def open_or_write(directory: Path, key: dict, write, writer: bool) -> TokenStore:
-    """The store in ``directory`` made from ``key``. When it is missing or outdated, the
-    ``writer`` process writes it (``write(directory)``) and the others wait for it."""
-    store = open_store(directory, key)
-    if store is None and writer:
-        write(directory)
-    while store is None:
-        store = open_store(directory, key)
-        if store is None:
-            time.sleep(0.5)  # another process is writing it
-    return store
+def open_or_write(
+    directory: Path, key: dict, write, writer: bool, vocab_size: int | None = None
+) -> TokenStore:
+    """The store in ``directory`` made from ``key``, its content checked (``examine``). When
+    it is missing, outdated or damaged, the ``writer`` process writes it
+    (``write(directory)``; a damaged one is named on stderr first) and the others wait for
+    it, checking it again only once something new is in place."""
+    directory = Path(directory)
+    if writer:
+        meta, problem = examine(directory, key, vocab_size)
+        if meta is None:
+            if problem not in (ABSENT, OUTDATED):
+                note(f"token store {directory}: {problem}; encoding the split again")
+            write(directory)
+            meta, problem = examine(directory, key, vocab_size)
+            if meta is None:
+                raise UserError(
+                    f"token store {directory}: just written, and already {problem}: the disk "
+                    "or the memory of this machine is failing; check it, or write the run "
+                    "directory elsewhere"
+                )
+        return TokenStore(directory, meta)
+    checked = None  # the stamp of the last store found missing, outdated or damaged
+    while True:
+        stamp = _stamp(directory)
+        if stamp is not None and stamp != checked:
+            store = open_store(directory, key, vocab_size)
+            if store is not None:
+                return store
+            checked = stamp
+        time.sleep(0.5)  # the writer process is writing it
