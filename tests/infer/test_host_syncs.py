@@ -129,14 +129,22 @@ def test_beam_search_reads_back_once_per_step():
     assert sum(syncs.values()) <= d.steps + 1, syncs  # + the length limits, once
 
 
-def test_beam_decode_reads_back_once_per_step(models):
-    model = models[1]
+def decoder_steps_and_syncs(model, search):
+    """(the decoder's calls, the host syncs counted) while ``search()`` runs."""
     steps = []
     decode = model.decode
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(model, "decode", lambda *a, **kw: steps.append(1) or decode(*a, **kw))
         with count_syncs() as syncs:
-            beam_decode(model, torch.randint(4, 16, (6, 7)), beam=4, max_len_offset=10)
+            search()
+    return steps, syncs
+
+
+def test_beam_decode_reads_back_once_per_step(models):
+    model = models[1]
+    steps, syncs = decoder_steps_and_syncs(
+        model, lambda: beam_decode(model, torch.randint(4, 16, (6, 7)), beam=4, max_len_offset=10)
+    )
     # + the limits and the encoder's look at its padding, once per batch
     assert sum(syncs.values()) <= len(steps) + 3, syncs
 
@@ -202,12 +210,12 @@ def test_greedy_reading_the_pad_id_back_is_the_search_that_looks_every_step(mode
 
 def test_greedy_looks_at_its_rows_every_few_steps(models):
     model = models[1]
-    steps = []
-    decode = model.decode
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(model, "decode", lambda *a, **kw: steps.append(1) or decode(*a, **kw))
-        with count_syncs() as syncs:
-            greedy_search(model, torch.randint(4, 16, (6, 7)), max_len_offset=40, check_every=8)
+    steps, syncs = decoder_steps_and_syncs(
+        model,
+        lambda: greedy_search(
+            model, torch.randint(4, 16, (6, 7)), max_len_offset=40, check_every=8
+        ),
+    )
     assert len(steps) > 40
     # a look per 8 steps, + the limit, the output's width and the encoder's look at padding
     assert sum(syncs.values()) <= len(steps) // 8 + 4, syncs

@@ -301,7 +301,7 @@ class Trainer:
     def validate(self) -> float:
         """Validation loss; every rank computes it (the same number), rank 0 writes."""
         loss = self._valid_loss(self.model)
-        self._check_diverged(loss, "valid_loss", 1)
+        self._check_diverged(loss, "valid_loss")
         self.last_valid = (self.step, loss)
         record = {"step": self.step, "epoch": self.epoch, "valid_loss": loss}
         record["valid_ppl"] = math.exp(min(loss, 50.0))
@@ -392,11 +392,16 @@ class Trainer:
         classes = c.n_classes or c.target_vocab
         return self.DIVERGED_TIMES_UNIFORM * math.log(classes) + self.DIVERGED_MARGIN
 
-    def _check_diverged(self, nll: float, what: str, in_a_row: int) -> None:
-        """Stop the run when ``nll`` (nats per target) has left the plausible range for
-        ``in_a_row`` checks (training steps, or one validation)."""
-        if not math.isfinite(nll) or nll <= self.loss_ceiling():
+    def _check_diverged(self, nll: float, what: str) -> None:
+        """Stop the run when ``nll`` (nats per target) has left the plausible range: for
+        ``MAX_DIVERGED_IN_A_ROW`` training steps in a row (``what`` "loss", counted in
+        ``diverged_in_a_row``), or in one validation ("valid_loss")."""
+        in_range = not math.isfinite(nll) or nll <= self.loss_ceiling()
+        if what == "loss":
+            self.diverged_in_a_row = 0 if in_range else self.diverged_in_a_row + 1
+        if in_range:
             return
+        in_a_row = self.diverged_in_a_row if what == "loss" else 1
         self.log({"event": "diverged", "step": self.step, what: nll})
         if in_a_row < (self.MAX_DIVERGED_IN_A_ROW if what == "loss" else 1):
             return
@@ -497,9 +502,7 @@ class Trainer:
             ) as ahead:
                 for group in ahead:
                     loss, nll, n, seconds = self.train_step(group)
-                    in_range = not math.isfinite(nll) or nll <= self.loss_ceiling()
-                    self.diverged_in_a_row = 0 if in_range else self.diverged_in_a_row + 1
-                    self._check_diverged(nll, "loss", self.diverged_in_a_row)
+                    self._check_diverged(nll, "loss")
                     if tc.compile and not compiled_logged:
                         compiled_logged = True
                         self._log_compile(seconds)
