@@ -213,7 +213,10 @@ def test_greedy_looks_at_its_rows_every_few_steps(models):
     steps, syncs = decoder_steps_and_syncs(
         model,
         lambda: greedy_search(
-            model, torch.randint(4, 16, (6, 7)), max_len_offset=40, check_every=8
+            model,
+            torch.randint(4, 16, (6, 7), generator=torch.Generator().manual_seed(0)),
+            max_len_offset=40,
+            check_every=8,
         ),
     )
     assert len(steps) > 40
