@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiayn.cli import _stdin_lines
-from aiayn.errors import UserError, decode_utf8, read_json_object
+from aiayn.errors import UserError, decode_utf8
+from aiayn.fileio import read_json_object
 from aiayn.modeldir import load_config
 from aiayn.train.rundir import repair_metrics
 

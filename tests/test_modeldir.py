@@ -231,6 +231,6 @@ def test_the_shipped_model_carries_its_hash():
 
     directory = REPO_ROOT / "models" / "ding-de-en"
     recorded = json.loads((directory / "config.json").read_text())["sha256"]
-    from aiayn.modeldir import file_sha256
+    from aiayn.fileio import file_sha256
 
     assert recorded == {"model.safetensors": file_sha256(directory / "model.safetensors")}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.errors import UserError
-from aiayn.replace_dir import replace_directory
+from aiayn.fileio import replace_directory
 
 
 def model_dir(path: Path, files: dict[str, str]) -> Path:
@@ -84,7 +84,7 @@ def test_a_kill_while_writing_leaves_the_old_directory_and_the_next_write_tidies
     child = textwrap.dedent(
         f"""
         import sys, time
-        from aiayn.replace_dir import replace_directory
+        from aiayn.fileio import replace_directory
         with replace_directory({str(out)!r}, force=True) as new:
             (new / "config.json").write_text("half")
             print("written", flush=True)
@@ -109,7 +109,7 @@ def test_a_kill_while_writing_leaves_the_old_directory_and_the_next_write_tidies
 def test_a_kill_between_two_renames_puts_the_old_directory_back(tmp_path, monkeypatch):
     """Where the file system cannot swap two directories at once, the old one is renamed
     aside first; a kill right then leaves it there, and the next write restores it."""
-    import aiayn.replace_dir as replace_dir
+    import aiayn.fileio as replace_dir
 
     out = model_dir(tmp_path / "m", OLD)
     monkeypatch.setattr(replace_dir, "_exchange", lambda a, b: False)
@@ -161,7 +161,7 @@ def test_a_read_only_file_system_is_named_by_the_directory_asked_for(tmp_path, m
 
 
 def test_a_write_that_fails_inside_is_named_under_the_directory_asked_for(tmp_path):
-    from aiayn.errors import atomic_write
+    from aiayn.fileio import atomic_write
 
     out = model_dir(tmp_path / "m", OLD)
 

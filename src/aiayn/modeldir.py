@@ -17,15 +17,15 @@ the directory, and trusts nothing in it:
 Equal weights give equal bytes: the safetensors header's metadata is written in sorted order.
 
 A command that writes a whole directory (import, export, quantize, average) writes it through
-``aiayn.replace_dir.replace_directory``.
+``aiayn.fileio.replace_directory``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -34,33 +34,24 @@ from safetensors.torch import save as save_bytes
 from torch import nn
 
 from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
-from aiayn.errors import UserError, atomic_write, read_json, read_json_object
+from aiayn.errors import UserError
+from aiayn.fileio import (
+    REPLACEABLE_MARKER,
+    atomic_write,
+    file_sha256,
+    read_json_object,
+    replace_directory,
+    write_json,
+)
 from aiayn.model import build_model
 from aiayn.model.layout import column_major_weights, onednn_fp32, pack_linears
 from aiayn.model.quantize import check_method, quantize_int8
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = REPLACEABLE_MARKER  # "config.json": what --force may replace
 WEIGHTS_FILE = "model.safetensors"
 RUN_FILE = "run.json"
 HASH_KEY = "sha256"  # config.json: {"model": {...}, "sha256": {"model.safetensors": HEX}}
 CONFIG_METADATA_KEY = "aiayn_config"  # safetensors metadata: the architecture, as JSON
-
-
-def write_json(path: Path, data: Any) -> None:
-    atomic_write(path, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically."""
-    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def safetensors_parts(
@@ -331,6 +322,17 @@ def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:
         )
 
 
+def save_quantized(src: Path, out: Path, model: nn.Module, force: bool = False) -> None:
+    """Write the quantized ``model`` of the model directory ``src`` to ``out`` (replaced whole,
+    ``replace_directory``), with every other file of ``src`` (tokenizer, run.json, ...)."""
+    src = Path(src)
+    with replace_directory(out, force, keep=[src]) as new:
+        for item in sorted(src.iterdir()):  # everything but the weights and their config
+            if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
+                shutil.copy2(item, new / item.name)
+        save_model_dir(new, model)
+
+
 def load_model_and_tokenizer(
     directory: Path,
     device: str | torch.device = "cpu",
@@ -359,14 +361,11 @@ def read_run_json(directory: Path) -> dict:
 
 
 __all__ = [
-    "atomic_write",
     "check_vocabulary",
     "load_config",
     "load_model_and_tokenizer",
     "load_model_dir",
-    "read_json",
     "read_run_json",
     "save_model_dir",
-    "write_json",
-    "write_text",
+    "save_quantized",
 ]

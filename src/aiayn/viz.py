@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from aiayn.fileio import atomic_write
+
 
 def read_metrics(path: Path) -> list[dict]:
     """The records of a metrics.jsonl; lines that are not JSON objects (a write cut short) are
@@ -28,7 +30,6 @@ def read_metrics(path: Path) -> list[dict]:
 
 def _save_png(fig, png_path, dpi: int) -> None:
     """Write the figure atomically: a failed write leaves no half-written PNG."""
-    from aiayn.modeldir import atomic_write
 
     atomic_write(Path(png_path), lambda p: fig.savefig(p, format="png", dpi=dpi))
 

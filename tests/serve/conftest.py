@@ -10,7 +10,8 @@ import torch
 
 from aiayn import ModelConfig, build_model
 from aiayn.data.tokenizer import CharTokenizer, Tokenizer
-from aiayn.modeldir import save_model_dir, write_json
+from aiayn.fileio import write_json
+from aiayn.modeldir import save_model_dir
 from tests.conftest import REPO_ROOT
 
 

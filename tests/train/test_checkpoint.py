@@ -3,7 +3,7 @@ import torch
 
 from aiayn import build_model
 from aiayn.errors import UserError
-from aiayn.modeldir import atomic_write
+from aiayn.fileio import atomic_write
 from aiayn.train import checkpoint as ckpt
 from tests.tolerance import assert_close_to_scale
 

@@ -13,6 +13,7 @@ from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.data.batching import pad
 from aiayn.errors import OptionError, UserError
+from aiayn.fileio import file_sha256
 from aiayn.infer import translate as decoding
 from aiayn.infer.attention import AttentionMap, translation_attention
 from aiayn.infer.sampling import Sampling
@@ -92,7 +93,6 @@ class Translator(LoadedModel):
         and so their vocabulary; ``score`` gives the ensemble's log-probabilities."""
         from aiayn.data.tokenizer import tokenizer_file
         from aiayn.infer.ensemble import Ensemble
-        from aiayn.modeldir import file_sha256
 
         paths = [Path(p) for p in paths]
         for p in paths:  # every member's device and dtype checked before any loads

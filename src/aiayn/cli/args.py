@@ -11,6 +11,7 @@ from pathlib import Path
 from aiayn.api.device import DTYPES, Placement, placement
 from aiayn.api.load import ENGINES
 from aiayn.errors import UserError, decode_utf8
+from aiayn.fileio import check_replaceable
 
 
 def int_range(low: int, high: int | None = None):
@@ -232,7 +233,6 @@ def text_argument(value: str, flag: str) -> str:
 
 
 def fresh_output(out: Path, force: bool, keep=()) -> Path:
-    from aiayn.replace_dir import check_replaceable
 
     check_replaceable(out, force, keep)
     return out

@@ -52,8 +52,8 @@ def cmd_average(args: argparse.Namespace) -> None:
     import torch
 
     from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.fileio import replace_directory
     from aiayn.model import build_model
-    from aiayn.replace_dir import replace_directory
     from aiayn.train import checkpoint as ckpt
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
@@ -101,8 +101,7 @@ def add_quantize(sub) -> None:
 
 def cmd_quantize(args: argparse.Namespace) -> None:
     from aiayn.model.quantize import quantize
-    from aiayn.modeldir import WEIGHTS_FILE, load_model_dir
-    from aiayn.replace_dir import save_quantized
+    from aiayn.modeldir import WEIGHTS_FILE, load_model_dir, save_quantized
 
     src, out = Path(args.model_dir), Path(args.out)
     fresh_output(out, args.force, keep=[src])

@@ -45,7 +45,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     elif args.split:
         raise UserError(f"--split is for prepare files; {args.corpus} builds its own splits")
     elif (out / "stats.json").is_file() and not args.rebuild:
-        from aiayn.errors import read_json_object
+        from aiayn.fileio import read_json_object
 
         stats = read_json_object(out / "stats.json", "corpus stats")
         expected = BUNDLED_CORPORA[args.corpus].files

@@ -28,6 +28,7 @@ from aiayn.cli.args import (
 )
 from aiayn.data.tokenizer import warn_unknown_characters
 from aiayn.errors import UserError
+from aiayn.fileio import write_text
 
 
 def add_translate(sub) -> None:
@@ -268,7 +269,6 @@ def add_evaluate(sub) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.config import DataConfig
     from aiayn.evaluate import evaluate_translation
-    from aiayn.modeldir import write_text
 
     check_placement(args)
     translator = load_translator("evaluate", args)

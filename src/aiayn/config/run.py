@@ -9,6 +9,7 @@ from typing import Any
 from aiayn.config.fields import _check_choice, _check_float, _check_int, from_dict
 from aiayn.config.model import ModelConfig
 from aiayn.errors import UserError
+from aiayn.fileio import read_text
 
 TASKS = ("translation", "lm", "mlm", "classification")
 SCHEDULES = ("inverse_sqrt", "constant", "cosine", "linear")
@@ -217,8 +218,6 @@ def load_run_config(path: str | None, overrides: list[str] = ()) -> RunConfig:
 
     data: dict[str, Any] = {}
     if path is not None:
-        from aiayn.errors import read_text
-
         p = Path(path)
         if not p.is_file():
             raise UserError(f"{p}: config file not found")

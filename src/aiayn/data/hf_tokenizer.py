@@ -13,6 +13,7 @@ from pathlib import Path
 
 from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, characters_read_as_unk
 from aiayn.data.vocab_map import VocabMap
+from aiayn.fileio import atomic_write
 
 HF_TOKENIZER_FILE = "tokenizer.json"
 
@@ -72,7 +73,6 @@ class HFTokenizer:
 
     def save(self, directory: Path) -> None:
         """Write ``tokenizer.json`` (as it came) and ``vocab_map.json`` into ``directory``."""
-        from aiayn.modeldir import atomic_write
 
         text = self.text
         atomic_write(

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 from aiayn.data.files import iter_jsonl, iter_parallel, iter_tsv
-from aiayn.errors import UserError, atomic_write, read_json_object
+from aiayn.errors import UserError
+from aiayn.fileio import atomic_write, read_json_object
 
 
 def import_files(

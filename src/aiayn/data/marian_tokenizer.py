@@ -15,6 +15,7 @@ import sentencepiece as spm
 
 from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, characters_read_as_unk
 from aiayn.data.vocab_map import VocabMap
+from aiayn.fileio import atomic_write, write_json
 
 SOURCE_SPM, TARGET_SPM, VOCAB_JSON = "source.spm", "target.spm", "vocab.json"
 
@@ -74,7 +75,6 @@ class MarianTokenizer:
             raise ValueError(f"{directory}: {e}") from None
 
     def save(self, directory: Path) -> None:
-        from aiayn.modeldir import atomic_write, write_json
 
         directory = Path(directory)
         atomic_write(directory / SOURCE_SPM, lambda p: p.write_bytes(self.source_proto))

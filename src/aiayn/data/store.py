@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.data import store_check
-from aiayn.errors import UserError, fsync_directory, note
+from aiayn.errors import UserError, note
+from aiayn.fileio import fsync_directory
 
 FORMAT = "aiayn-token-store"
 VERSION = 1

@@ -17,7 +17,8 @@ from pathlib import Path
 import sentencepiece as spm
 
 from aiayn.config import BOS, EOS, MASK, PAD, UNK
-from aiayn.errors import UserError, read_json_object
+from aiayn.errors import UserError
+from aiayn.fileio import atomic_write, read_json_object
 
 MASK_PIECE = "<mask>"
 TOKENIZER_FILE = "tokenizer.model"
@@ -115,7 +116,6 @@ class Tokenizer:
 
     def save(self, directory: Path) -> None:
         """Write ``tokenizer.model`` into ``directory`` (atomically)."""
-        from aiayn.modeldir import atomic_write
 
         atomic_write(Path(directory) / TOKENIZER_FILE, lambda p: p.write_bytes(self.proto))
 
@@ -270,8 +270,6 @@ class CharTokenizer:
 
     def save(self, directory: Path) -> None:
         import json
-
-        from aiayn.modeldir import atomic_write
 
         data = json.dumps({"kind": "char", "chars": self.chars}, ensure_ascii=False)
         atomic_write(Path(directory) / CHAR_TOKENIZER_FILE, lambda p: p.write_text(data))

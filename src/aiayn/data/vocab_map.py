@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from aiayn.data.tokenizer import VOCAB_MAP_FILE
+from aiayn.fileio import write_json
 
 ROLES = ("pad", "unk", "bos", "eos", "mask")  # aiayn ids 0..4
 
@@ -142,7 +143,6 @@ class VocabMap:
             raise ValueError(f"{where}: not a vocabulary map ({e})") from None
 
     def save(self, directory: Path) -> None:
-        from aiayn.modeldir import write_json
 
         write_json(Path(directory) / VOCAB_MAP_FILE, self.to_dict())
 

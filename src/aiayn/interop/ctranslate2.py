@@ -53,17 +53,10 @@ import warnings
 from pathlib import Path
 
 from aiayn.data.tokenizer import EOS, PAD, load_tokenizer
-from aiayn.errors import OptionError, UserError, debugging, fsync_directory, note
+from aiayn.errors import OptionError, UserError, debugging, note
+from aiayn.fileio import file_sha256, fsync_directory, replace_directory, write_json
 from aiayn.infer.beam import Hypothesis, length_penalty
-from aiayn.modeldir import (
-    CONFIG_FILE,
-    HASH_KEY,
-    WEIGHTS_FILE,
-    file_sha256,
-    load_config,
-    write_json,
-)
-from aiayn.replace_dir import replace_directory
+from aiayn.modeldir import CONFIG_FILE, HASH_KEY, WEIGHTS_FILE, load_config
 
 INSTALL = "pip install 'aiayn[ctranslate2]'"
 QUANTIZATIONS = ("int8",)
@@ -723,7 +716,7 @@ def export_ctranslate2(
     model_dir: Path, out: Path, quantization: str | None = None, force: bool = False
 ) -> dict:
     """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole, with
-    ``force``: ``aiayn.replace_dir.replace_directory``): the converted model, which appends eos
+    ``force``: ``aiayn.fileio.replace_directory``): the converted model, which appends eos
     to each source itself (``add_source_eos``), and the sentencepiece model(s) that cut text
     into its tokens::
 

@@ -24,9 +24,8 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ModelConfig
-from aiayn.errors import read_json_object
+from aiayn.fileio import atomic_write, read_json_object, write_json
 from aiayn.interop.hf_rules import to_ours, to_theirs
-from aiayn.modeldir import atomic_write, write_json
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -166,13 +165,13 @@ def import_hf(src: str | Path, out: Path, *, force: bool = False) -> dict:
     """Convert the Hugging Face model at ``src`` into the aiayn model directory ``out``.
 
     ``out`` must be absent or empty; with ``force``, a model directory there is replaced
-    whole (``aiayn.replace_dir.replace_directory``). Returns a summary: architecture,
+    whole (``aiayn.fileio.replace_directory``). Returns a summary: architecture,
     parameters kept freshly initialised (a head the checkpoint does not have, e.g. BERT's
     masked-LM head for a BertModel).
     """
+    from aiayn.fileio import check_replaceable, replace_directory
     from aiayn.model import build_model
     from aiayn.modeldir import save_model_dir, untied_state_dict
-    from aiayn.replace_dir import check_replaceable, replace_directory
 
     directory = resolve_source(str(src))
     check_replaceable(Path(out), force, keep=[directory])
@@ -227,11 +226,11 @@ def export_hf(model_dir: Path, out: Path, *, force: bool = False) -> dict:
     """Write the aiayn model directory ``model_dir`` as a Hugging Face directory ``out``.
 
     ``out`` must be absent or empty; with ``force``, a model directory there is replaced
-    whole (``aiayn.replace_dir.replace_directory``)."""
+    whole (``aiayn.fileio.replace_directory``)."""
     from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.fileio import check_replaceable, replace_directory
     from aiayn.interop import hf_bert, hf_gpt2, hf_marian
     from aiayn.modeldir import load_model_dir, read_run_json
-    from aiayn.replace_dir import check_replaceable, replace_directory
 
     model_dir, out = Path(model_dir), Path(out)
     check_replaceable(out, force, keep=[model_dir])

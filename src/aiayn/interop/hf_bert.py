@@ -17,7 +17,7 @@ from pathlib import Path
 from aiayn.config import ModelConfig
 from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.vocab_map import VocabMap
-from aiayn.errors import read_json_object
+from aiayn.fileio import read_json_object
 from aiayn.interop import hf_vocab
 from aiayn.interop.hf_rules import (
     Exported,

@@ -29,7 +29,7 @@ from aiayn.config import ModelConfig
 from aiayn.data.marian_tokenizer import SOURCE_SPM, TARGET_SPM, VOCAB_JSON, MarianTokenizer
 from aiayn.data.tokenizer import BOS, Tokenizer
 from aiayn.data.vocab_map import VocabMap
-from aiayn.errors import read_json_object
+from aiayn.fileio import read_json_object
 from aiayn.interop import hf_vocab
 from aiayn.interop.hf_rules import (
     Exported,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.data.hf_tokenizer import _tokenizers
-from aiayn.errors import read_json_object
+from aiayn.fileio import read_json_object
 
 
 def tokenizer_config(directory: Path) -> dict[str, Any]:

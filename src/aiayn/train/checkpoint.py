@@ -17,7 +17,7 @@ import torch
 
 from aiayn.config import RunConfig
 from aiayn.errors import UserError
-from aiayn.modeldir import atomic_write
+from aiayn.fileio import atomic_write
 
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
 

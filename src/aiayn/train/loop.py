@@ -45,9 +45,10 @@ from aiayn.data.tokenizer import (
     tokenizer_sha256,
 )
 from aiayn.errors import TrainingInterrupted, UserError
+from aiayn.fileio import write_json
 from aiayn.model import build_model
 from aiayn.model.stacks import set_activation_checkpointing
-from aiayn.modeldir import save_model_dir, write_json
+from aiayn.modeldir import save_model_dir
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import compiling, resume
 from aiayn.train import distributed as ddp

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from aiayn.config import RunConfig
 from aiayn.data.tokenizer import remove_tokenizer, tokenizer_file
-from aiayn.errors import UserError, read_json_object
+from aiayn.errors import UserError
+from aiayn.fileio import read_json_object
 from aiayn.train import checkpoint as ckpt
 
 

@@ -26,13 +26,13 @@ import warnings
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.modeldir import write_text
+from aiayn.fileio import write_text
 
 LOCK_FILE = "train.lock"
 # what only a run directory holds, and what training writes into one
 RUN_MARKERS = ("run.json", "checkpoints", "metrics.jsonl", LOCK_FILE)
 RUN_OUTPUTS = ("model", "best", "curves.png")  # (a tokenizer put there is used, not replaced)
-_TEMP = re.compile(r"^\..+\.tmp$")  # aiayn.modeldir.atomic_write's temporary files
+_TEMP = re.compile(r"^\..+\.tmp$")  # aiayn.fileio.atomic_write's temporary files
 
 
 def _describe(holder: dict) -> str:

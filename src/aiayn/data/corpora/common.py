@@ -9,7 +9,7 @@
   reference) is in two splits.
 * Writing: every ``.gz`` file is UTF-8 written by gzip with mtime=0 and no file name, so
   equal inputs give equal bytes; ``stats.json`` is sorted, indented JSON. Each file is written
-  atomically (``aiayn.errors.atomic_write``): a failed write leaves the previous file.
+  atomically (``aiayn.fileio.atomic_write``): a failed write leaves the previous file.
 
 Standard library only.
 """
@@ -25,7 +25,7 @@ import subprocess
 import unicodedata
 from pathlib import Path
 
-from aiayn.errors import atomic_write
+from aiayn.fileio import atomic_write
 
 SPLITS = ("train", "valid", "test")
 TEST_PAIRS = 1000  # test gets at least this many pairs (whole groups are added)

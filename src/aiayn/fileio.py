@@ -1,16 +1,27 @@
-"""Writing a whole directory (import, export, quantize, average) in one step.
+"""File primitives every layer writes and reads through; below data/, model/ and the model
+directory, above ``aiayn.errors`` only (standard library otherwise).
 
-``replace_directory`` writes into a new temporary sibling, which then takes the place of the
-old directory in one rename, so the result holds exactly the new model's files (none left over
-from the model it replaces) and an interrupted write leaves the old directory as it was. A
-write that fails (a read-only file system, no permission, no space) is a ``UserError`` naming
-the directory asked for and the cause, never the temporary sibling.
+Reading: ``read_text`` / ``read_json`` / ``read_json_object`` name the file, line and column of
+bytes that are not UTF-8 or JSON. Writing: ``atomic_write`` (and ``write_json`` /
+``write_text`` over it) replaces a file all or nothing and names the path and the cause (no
+space, no permission, a read-only disk) when it cannot; ``file_sha256`` digests a file in 1 MB
+blocks.
+
+A whole directory (import, export, quantize, average) is written with ``replace_directory``:
+into a new temporary sibling, which then takes the place of the old directory in one rename,
+so the result holds exactly the new files (none left over from what it replaces) and an
+interrupted write leaves the old directory as it was. A write that fails (a read-only file
+system, no permission, no space) is a ``UserError`` naming the directory asked for and the
+cause, never the temporary sibling. Every directory aiayn writes whole holds a
+``config.json`` (``REPLACEABLE_MARKER``): ``--force`` replaces only such a directory.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -18,11 +29,118 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from torch import nn
+from aiayn.errors import UserError, decode_utf8
 
-from aiayn.errors import UserError, fsync_directory
-from aiayn.modeldir import CONFIG_FILE, WEIGHTS_FILE, save_model_dir
+REPLACEABLE_MARKER = "config.json"  # what a directory aiayn wrote whole holds
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """The UTF-8 text of ``path``; a missing, unreadable or non-UTF-8 file is a ``UserError``."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} not found") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the {what} ({e.strerror or e})") from None
+    return decode_utf8(data, path)
+
+
+def read_json(path: Path, what: str = "JSON file") -> Any:
+    """The JSON value in ``path``; a missing or malformed file is a ``UserError`` naming it."""
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+
+
+def read_json_object(path: Path, what: str = "JSON file") -> dict:
+    """Like ``read_json``, for a file that must hold a JSON object."""
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        kinds = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+        got = kinds.get(type(data), "a number")
+        raise UserError(f"{path}: expected a JSON object {{...}}, got {got}")
+    return data
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the renames inside ``directory`` durable (fsync of the directory itself)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(tmp_path)``, fsync, then rename over ``path``: all or nothing.
+
+    A failure (no space, no permission, a read-only disk, ...) removes the temporary file and
+    raises ``UserError`` naming ``path`` and the cause; ``path`` keeps its previous content.
+    """
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        write(Path(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        fsync_directory(path.parent)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {_cause(e)}") from e
+    except RuntimeError as e:  # torch.save reports a failed write as RuntimeError
+        raise UserError(f"cannot write {path}: {_cause(e, path.parent)}") from e
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _cause(error: BaseException, directory: Path | None = None) -> str:
+    """What went wrong in a write, in words: the OS's reason, found also when a library
+    wrapped it (torch.save's "file write failed"), or the free space left."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    if directory is not None:
+        try:
+            stat = os.statvfs(directory)
+            if stat.f_bavail * stat.f_frsize < 1 << 20:
+                return "No space left on device"
+        except OSError:
+            pass
+    line = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+    return line[:200]
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic_write(path, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
 
 NEW_SUFFIX, OLD_SUFFIX = ".new-aiayn", ".old-aiayn"  # temporary siblings of a directory
 _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}  # what only a write meets
@@ -45,9 +163,9 @@ def check_replaceable(out: Path, force: bool, keep: Iterable[Path] = ()) -> None
         return
     if not force:
         raise UserError(f"--out {out} exists and is not empty; choose another or add --force")
-    if not (out / CONFIG_FILE).is_file():
+    if not (out / REPLACEABLE_MARKER).is_file():
         raise UserError(
-            f"--out {out} holds no model (no {CONFIG_FILE}): --force replaces a model directory "
+            f"--out {out} holds no model (no {REPLACEABLE_MARKER}): --force replaces a model directory "
             "whole, so it will not replace this one; choose another or empty it yourself"
         )
 
@@ -154,14 +272,3 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # the file system cannot
         return False
     raise OSError(code, os.strerror(code), str(b))
-
-
-def save_quantized(src: Path, out: Path, model: nn.Module, force: bool = False) -> None:
-    """Write the quantized ``model`` of the model directory ``src`` to ``out`` (replaced whole,
-    ``replace_directory``), with every other file of ``src`` (tokenizer, run.json, ...)."""
-    src = Path(src)
-    with replace_directory(out, force, keep=[src]) as new:
-        for item in sorted(src.iterdir()):  # everything but the weights and their config
-            if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
-                shutil.copy2(item, new / item.name)
-        save_model_dir(new, model)
