@@ -29,10 +29,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from aiayn.data.batching import pad  # noqa: E402
-from aiayn.data.tokenizer import BOS, EOS, load_tokenizer  # noqa: E402
+from aiayn.data.tokenizer import BOS, EOS  # noqa: E402
 from aiayn.infer.translate import translate  # noqa: E402
 from aiayn.interop.hf import export_hf, import_hf  # noqa: E402
 from aiayn.modeldir import load_model_dir  # noqa: E402
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from common import write_result  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

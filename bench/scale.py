@@ -180,7 +180,7 @@ def check_stores(run: Path) -> dict:
     """Seconds to check the content of every store of ``run`` as a training start does (the
     digests and the ids against the vocabulary), and one core's SHA-256 rate in GB/s."""
     from aiayn.data.store import examine
-    from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.modeldir.tokenizer_files import load_tokenizer
 
     vocab_size = load_tokenizer(run).vocab_size
     began = time.perf_counter()

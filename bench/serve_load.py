@@ -186,8 +186,8 @@ def direct_ctranslate2(
     rule), ``batch`` sentences per call (the server's --max-batch)."""
     import ctranslate2
 
-    from aiayn.data.tokenizer import load_tokenizer
     from aiayn.interop.ctranslate2 import cached_model
+    from aiayn.modeldir.tokenizer_files import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
     path = cached_model(model_dir)  # the conversion the server's engine decodes with

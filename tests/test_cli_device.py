@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import aiayn.api
-from aiayn.api import base
 from aiayn.cli import main
+from aiayn.modeldir import ModelDir
 from tests.conftest import write_sample_corpus
 from tests.serve.conftest import model_dirs  # noqa: F401 - a fixture
 
@@ -22,7 +22,7 @@ except ImportError:  # no serve extra
 SERVE = pytest.param("serve", marks=pytest.mark.skipif(server is None, reason="needs aiayn[serve]"))
 COMMANDS = ["translate", "evaluate", "generate", "classify", "embed", "attention", SERVE]
 LINES = "Guten Morgen.\nDas Haus ist groß.\n"
-LOAD = base.load_model_and_tokenizer
+LOAD = ModelDir.load
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def no_work(monkeypatch):
     for target, name in [
         (aiayn.api, "load"),
         (aiayn.api, "load_for"),
-        (base, "load_model_and_tokenizer"),
+        (ModelDir, "load"),
         (server, "run_server"),
     ]:
         if target is not None:
@@ -164,11 +164,11 @@ def _output(command, dirs, corpus, tmp_path, capsys, monkeypatch, flags, name):
     models loaded with."""
     loads = []
 
-    def recorded(path, device, quantize=None, dtype=torch.float32):
+    def recorded(directory, device, quantize=None, dtype=torch.float32):
         loads.append((device, dtype))
-        return LOAD(path, device, quantize=quantize, dtype=dtype)
+        return LOAD(directory, device, quantize=quantize, dtype=dtype)
 
-    monkeypatch.setattr(base, "load_model_and_tokenizer", recorded)
+    monkeypatch.setattr(ModelDir, "load", recorded)
     monkeypatch.setattr("sys.stdin", io.StringIO(LINES))
     out = tmp_path / name
     served, plotted = [], []

@@ -183,7 +183,7 @@ def test_equal_weights_give_equal_bytes(tmp_path, tiny):
 def test_the_file_is_the_safetensors_writers_own_and_holds_no_copy_of_the_weights(tmp_path):
     from safetensors.torch import save as save_bytes
 
-    from aiayn.modeldir import safetensors_parts
+    from aiayn.modeldir.weights import safetensors_parts
 
     g = torch.Generator().manual_seed(0)
     tensors = {

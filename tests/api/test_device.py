@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import aiayn
-from aiayn.api import base
 from aiayn.api.device import placement, resolve_device, resolve_dtype
 from aiayn.errors import OptionError
+from aiayn.modeldir import ModelDir
 from tests.conftest import REPO_ROOT
 from tests.tolerance import assert_close_to_scale
 
@@ -35,7 +35,7 @@ def no_loading(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(base, "load_model_and_tokenizer", fail)
+    monkeypatch.setattr(ModelDir, "load", fail)
 
 
 def test_auto_is_the_cpu_without_cuda_and_cuda_with_it(no_cuda, monkeypatch):

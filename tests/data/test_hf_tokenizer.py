@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 
 from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.marian_tokenizer import MarianTokenizer
-from aiayn.data.tokenizer import CharTokenizer, Tokenizer, has_tokenizer, load_tokenizer
+from aiayn.data.tokenizer import CharTokenizer, Tokenizer
 from aiayn.data.vocab_map import VocabMap
+from aiayn.modeldir.tokenizer_files import has_tokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")
 

@@ -2,8 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, CharTokenizer, Tokenizer, load_tokenizer
+from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, CharTokenizer, Tokenizer
 from aiayn.errors import UserError
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 
 TEXTS = [
     "Das Haus ist sehr alt.",

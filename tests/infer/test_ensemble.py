@@ -13,12 +13,13 @@ import torch
 import aiayn
 from aiayn import ModelConfig
 from aiayn.cli import main
-from aiayn.data.tokenizer import BOS, EOS, load_tokenizer
+from aiayn.data.tokenizer import BOS, EOS
 from aiayn.errors import UserError
 from aiayn.infer.ensemble import Ensemble
 from aiayn.infer.translate import source_ids
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.tolerance import assert_close_to_scale
 
 TEXTS = ["Das ist ein gutes Buch.", "Guten Morgen.", "Wie geht es dir heute?", "Ja."]

@@ -7,12 +7,12 @@ from safetensors.torch import load_file
 
 from aiayn.config import ModelConfig
 from aiayn.data.hf_tokenizer import HFTokenizer
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.data.vocab_map import VocabMap
 from aiayn.interop import hf_bert
 from aiayn.interop.hf import export_hf, import_hf
 from aiayn.model import build_model
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.interop.hf_fixtures import bert_model, bert_tokenizer, wordpiece_vocab
 from tests.tolerance import assert_close_to_scale
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from aiayn.cli import main
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.infer.classify import class_probabilities, load_classifier
 from aiayn.interop.hf import import_hf
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.interop.hf_fixtures import bert_model, bert_tokenizer
 from tests.tolerance import assert_close_to_scale
 

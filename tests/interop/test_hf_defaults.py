@@ -7,10 +7,11 @@ import json
 import pytest
 import torch
 
-from aiayn.data.tokenizer import PAD, load_tokenizer
+from aiayn.data.tokenizer import PAD
 from aiayn.interop import hf_bert, hf_gpt2, hf_marian
 from aiayn.interop.hf import import_hf
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.interop.hf_fixtures import (
     bert_model,
     bert_tokenizer,

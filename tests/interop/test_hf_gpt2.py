@@ -5,11 +5,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.data.tokenizer import BOS, EOS, load_tokenizer
+from aiayn.data.tokenizer import BOS, EOS
 from aiayn.infer.beam import beam_continue
 from aiayn.infer.sampling import generate
 from aiayn.interop.hf import export_hf, import_hf
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.interop.hf_fixtures import byte_bpe_tokenizer, gpt2_model
 from tests.tolerance import assert_close_to_scale
 

@@ -5,11 +5,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.data.tokenizer import BOS, EOS, PAD, load_tokenizer
+from aiayn.data.tokenizer import BOS, EOS, PAD
 from aiayn.infer.beam import beam_decode
 from aiayn.infer.greedy import greedy_decode
 from aiayn.interop.hf import export_hf, import_hf
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.interop.hf_fixtures import marian_model, marian_tokenizer
 from tests.tolerance import assert_close_to_scale
 

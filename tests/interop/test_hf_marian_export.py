@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, build_model
-from aiayn.data.tokenizer import BOS, PAD, Tokenizer, load_tokenizer
+from aiayn.data.tokenizer import BOS, PAD, Tokenizer
 from aiayn.infer.beam import beam_decode
 from aiayn.infer.greedy import greedy_decode
 from aiayn.interop.hf import export_hf, import_hf
 from aiayn.modeldir import load_model_dir, save_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.interop.hf_fixtures import ding_lines
 from tests.tolerance import assert_close_to_scale
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.infer.translate import translate_best
 from aiayn.interop.hf import export_hf
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")

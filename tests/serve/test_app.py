@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.infer.classify import classify_texts
 from aiayn.infer.embed import embed_texts
 from aiayn.infer.sampling import generate
 from aiayn.infer.translate import translate
 from aiayn.modeldir import load_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.serve.conftest import make_client, wait_ready
 from tests.tolerance import assert_close_to_scale
 

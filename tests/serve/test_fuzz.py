@@ -26,8 +26,8 @@ SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(sys.executable).parent
 @pytest.mark.skipif(SCHEMATHESIS is None, reason="no schemathesis command beside this Python")
 @pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
 def test_the_server_answers_as_its_openapi_document_says(model_dirs, tmp_path, engine):
-    from aiayn.data.tokenizer import load_tokenizer
     from aiayn.modeldir import load_config
+    from aiayn.modeldir.tokenizer_files import load_tokenizer
     from aiayn.serve.app import create_app
     from aiayn.serve.config import ServeConfig
     from aiayn.serve.models import ModelSpec

@@ -4,8 +4,8 @@ every error status a route gives is documented with the error body's schema."""
 
 import pytest
 
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.modeldir import load_config
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.serve.conftest import _save, wait_ready
 
 jsonschema_rs = pytest.importorskip("jsonschema_rs")  # schemathesis's validator

@@ -196,7 +196,7 @@ def test_lowercase_reaches_the_tokenizer_and_must_match_a_pretrained_one(
     labelled_corpus, tmp_path, capsys
 ):
     from aiayn.config import RunConfig
-    from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.modeldir.tokenizer_files import load_tokenizer
     from aiayn.train.tasks import make_task
 
     for task_name in ("classification", "mlm"):

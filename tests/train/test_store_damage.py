@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 from aiayn.cli import main
 from aiayn.config import load_run_config
 from aiayn.data import store_check
-from aiayn.data.tokenizer import load_tokenizer, tokenizer_sha256
+from aiayn.modeldir.tokenizer_files import load_tokenizer, tokenizer_sha256
 from aiayn.train.tasks import StoreAccess, make_task
 from tests.conftest import tiny_run_overrides, write_sample_corpus
 

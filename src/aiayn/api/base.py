@@ -11,7 +11,7 @@ import torch
 from aiayn.api.device import dtype_name, placement
 from aiayn.config import ModelConfig
 from aiayn.model.quantize import stored_weights
-from aiayn.modeldir import load_model_and_tokenizer, read_run_json, saved_quantization
+from aiayn.modeldir import ModelDir
 
 
 class LoadedModel:
@@ -31,20 +31,19 @@ class LoadedModel:
     @classmethod
     def from_dir(
         cls,
-        path: Path | str,
+        path: ModelDir | Path | str,
         *,
         quantize: str | None = None,
         device: str | torch.device = "cpu",
         dtype: str | torch.dtype = "float32",
     ):
-        """Load a model directory (``aiayn.load`` checks its family first) onto ``device``
-        with its floating weights in ``dtype`` (``aiayn.api.device``)."""
-        int8 = quantize or saved_quantization(Path(path))
-        where = placement(device, dtype, quantize=int8)
-        model, tokenizer = load_model_and_tokenizer(
-            Path(path), where.device, quantize=quantize, dtype=where.dtype
-        )
-        return cls(model, tokenizer, path, read_run_json(Path(path)))
+        """Load a model directory (a path or an opened ``ModelDir``; ``aiayn.load`` checks its
+        family first) onto ``device`` with its floating weights in ``dtype``
+        (``aiayn.api.device``)."""
+        directory = ModelDir.open(path)
+        where = placement(device, dtype, quantize=quantize or directory.quantization)
+        model, tokenizer = directory.load(where.device, quantize=quantize, dtype=where.dtype)
+        return cls(model, tokenizer, directory.path, directory.run)
 
     @property
     def config(self) -> ModelConfig:

@@ -18,7 +18,7 @@ from aiayn.infer.classify import (
     classify_texts,
 )
 from aiayn.infer.embed import embed_texts
-from aiayn.modeldir import load_config
+from aiayn.modeldir import ModelDir
 
 
 class Encoder(LoadedModel):
@@ -53,13 +53,17 @@ class Classifier(Encoder):
 
     @classmethod
     def from_dir(
-        cls, path: Path | str, *, quantize: str | None = None, device="cpu", dtype="float32"
+        cls,
+        path: ModelDir | Path | str,
+        *,
+        quantize: str | None = None,
+        device="cpu",
+        dtype="float32",
     ):
-        path = Path(path)
-        config = load_config(path)
-        check_classifier(config, path)
-        classifier_labels(path, config.n_classes)  # run.json names every class
-        return super().from_dir(path, quantize=quantize, device=device, dtype=dtype)
+        directory = ModelDir.open(path)
+        check_classifier(directory.config, directory.path)
+        classifier_labels(directory, directory.config.n_classes)  # run.json names every class
+        return super().from_dir(directory, quantize=quantize, device=device, dtype=dtype)
 
     def probabilities(self, texts: Sequence[str], *, batch_size: int = 64) -> Tensor:
         """Class probabilities (N, C), columns in ``labels`` order."""

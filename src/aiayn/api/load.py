@@ -13,7 +13,7 @@ from aiayn.api.translator import Translator
 from aiayn.config import ModelConfig
 from aiayn.errors import UserError
 from aiayn.infer.classify import check_classifier
-from aiayn.modeldir import load_config
+from aiayn.modeldir import ModelDir
 
 ENGINES = ("torch", "ctranslate2")
 
@@ -51,7 +51,7 @@ def api_class(config: ModelConfig) -> type:
 
 
 def load(
-    path: str | Path | Sequence[str | Path],
+    path: str | Path | ModelDir | Sequence[str | Path | ModelDir],
     *,
     quantize: str | None = None,
     device: str | torch.device = "cpu",
@@ -66,6 +66,8 @@ def load(
         tr = aiayn.load("models/ding-de-en")
         tr.translate(["Guten Morgen."], beam=4)[0].text
 
+    ``path`` may also be a directory already opened (``aiayn.modeldir.ModelDir``), which is
+    then not read again.
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads (CPU);
     ``device`` is where the model runs: "cpu", "cuda", "cuda:N" or "auto" (CUDA when
     ``torch.cuda.is_available()``, else the CPU; the CPU for int8 layers); ``dtype``
@@ -79,22 +81,31 @@ def load(
     CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``. Bad
     directories are ``UserError``s naming the file.
     """
-    if not isinstance(path, str | Path):  # several translators: an ensemble
-        paths = list(path)
-        for p in paths:
-            check_engine(engine, load_config(Path(p)), p)
-            if kind(load_config(Path(p))) != "encoder-decoder":
-                raise UserError(f"{p}: an ensemble is of translators (encoder-decoder models)")
+    if not isinstance(path, str | Path | ModelDir):  # several translators: an ensemble
+        members = [ModelDir.open(p) for p in path]
+        for member in members:
+            check_engine(engine, member.config, member.path)
+            if kind(member.config) != "encoder-decoder":
+                raise UserError(
+                    f"{member.path}: an ensemble is of translators (encoder-decoder models)"
+                )
         if engine != "torch":
             raise UserError("an ensemble decodes with the torch engine (engine 'torch')")
-        return Translator.ensemble(paths, quantize=quantize, device=device, dtype=dtype)
-    config = load_config(Path(path))
-    check_engine(engine, config, path)
+        return Translator.ensemble(members, quantize=quantize, device=device, dtype=dtype)
+    directory = ModelDir.open(path)
+    check_engine(engine, directory.config, directory.path)
     if engine != "torch":
         return Translator.from_dir(
-            path, quantize=quantize, device=device, dtype=dtype, engine=engine, cache_dir=cache_dir
+            directory,
+            quantize=quantize,
+            device=device,
+            dtype=dtype,
+            engine=engine,
+            cache_dir=cache_dir,
         )
-    return api_class(config).from_dir(path, quantize=quantize, device=device, dtype=dtype)
+    return api_class(directory.config).from_dir(
+        directory, quantize=quantize, device=device, dtype=dtype
+    )
 
 
 def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
@@ -121,7 +132,8 @@ def load_for(
     """``load`` for a command (translate, evaluate, attention, generate, embed, classify):
     a directory of another family is a ``UserError`` naming the commands it fits."""
     want = COMMAND_FAMILIES[command]
-    config = load_config(Path(path))
+    directory = ModelDir(path)
+    config = directory.config
     have = kind(config)
     if command == "classify":
         check_classifier(config, path)
@@ -134,7 +146,12 @@ def load_for(
     check_engine(engine, config, path)
     if engine != "torch":
         return Translator.from_dir(
-            path, quantize=quantize, device=device, dtype=dtype, engine=engine, cache_dir=cache_dir
+            directory,
+            quantize=quantize,
+            device=device,
+            dtype=dtype,
+            engine=engine,
+            cache_dir=cache_dir,
         )
     cls = Encoder if command == "embed" else api_class(config)
-    return cls.from_dir(path, quantize=quantize, device=device, dtype=dtype)
+    return cls.from_dir(directory, quantize=quantize, device=device, dtype=dtype)

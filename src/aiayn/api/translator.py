@@ -13,11 +13,10 @@ from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.data.batching import pad
 from aiayn.errors import OptionError, UserError
-from aiayn.fileio import file_sha256
 from aiayn.infer import translate as decoding
 from aiayn.infer.attention import AttentionMap, translation_attention
 from aiayn.infer.sampling import Sampling
-from aiayn.modeldir import saved_quantization
+from aiayn.modeldir import ModelDir
 
 
 def text_list(texts, name: str = "texts") -> list[str]:
@@ -49,7 +48,7 @@ class Translator(LoadedModel):
     @classmethod
     def from_dir(
         cls,
-        path: Path | str,
+        path: ModelDir | Path | str,
         *,
         quantize: str | None = None,
         device: str | torch.device = "cpu",
@@ -65,23 +64,23 @@ class Translator(LoadedModel):
             return super().from_dir(path, quantize=quantize, device=device, dtype=dtype)
         from aiayn.interop.ctranslate2 import CTranslate2Engine
 
-        int8 = quantize or saved_quantization(Path(path))
-        where = placement(device, dtype, quantize=int8, engine=engine)
+        directory = ModelDir.open(path)
+        where = placement(device, dtype, quantize=quantize or directory.quantization, engine=engine)
         decoder = CTranslate2Engine(
-            Path(path),
+            directory.path,
             quantize=quantize,
             device=str(where.device),
             threads=torch.get_num_threads(),
             cache_dir=cache_dir,
         )
-        translator = super().from_dir(path, quantize=quantize, device=where.device)
+        translator = super().from_dir(directory, quantize=quantize, device=where.device)
         translator.decoder = decoder
         return translator
 
     @classmethod
     def ensemble(
         cls,
-        paths: Sequence[Path | str],
+        paths: Sequence[ModelDir | Path | str],
         *,
         quantize: str | None = None,
         device: str | torch.device = "cpu",
@@ -91,22 +90,21 @@ class Translator(LoadedModel):
         at every step their next-token probabilities are averaged, for greedy search, beam
         search, sampling and prefixes alike. They must share their tokenizer (the same file)
         and so their vocabulary; ``score`` gives the ensemble's log-probabilities."""
-        from aiayn.data.tokenizer import tokenizer_file
         from aiayn.infer.ensemble import Ensemble
 
-        paths = [Path(p) for p in paths]
-        for p in paths:  # every member's device and dtype checked before any loads
-            placement(device, dtype, quantize=quantize or saved_quantization(p))
-        members = [cls.from_dir(p, quantize=quantize, device=device, dtype=dtype) for p in paths]
-        digests = [file_sha256(tokenizer_file(p)) for p in paths]
-        for path, digest in zip(paths[1:], digests[1:], strict=True):
+        dirs = [ModelDir.open(p) for p in paths]
+        for d in dirs:  # every member's device and dtype checked before any loads
+            placement(device, dtype, quantize=quantize or d.quantization)
+        members = [cls.from_dir(d, quantize=quantize, device=device, dtype=dtype) for d in dirs]
+        digests = [d.tokenizer_sha256() for d in dirs]
+        for d, digest in zip(dirs[1:], digests[1:], strict=True):
             if digest != digests[0]:
                 raise UserError(
-                    f"{tokenizer_file(path)} differs from {tokenizer_file(paths[0])}: the models "
+                    f"{d.tokenizer_path} differs from {dirs[0].tokenizer_path}: the models "
                     "of an ensemble share one tokenizer (their vocabularies must be the same)"
                 )
         model = Ensemble([m.model for m in members])
-        return cls(model, members[0].tokenizer, paths[0], members[0].run)
+        return cls(model, members[0].tokenizer, dirs[0].path, members[0].run)
 
     @property
     def engine(self) -> str:

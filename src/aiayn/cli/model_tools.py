@@ -51,9 +51,9 @@ def add_average(sub) -> None:
 def cmd_average(args: argparse.Namespace) -> None:
     import torch
 
-    from aiayn.data.tokenizer import load_tokenizer
     from aiayn.fileio import replace_directory
     from aiayn.model import build_model
+    from aiayn.modeldir.tokenizer_files import load_tokenizer
     from aiayn.train import checkpoint as ckpt
     from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task

@@ -8,7 +8,6 @@ fold case, as a classifier may be.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import warnings
 from collections.abc import Iterable
@@ -290,69 +289,15 @@ VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.voc
 IMPORTED_TOKENIZER_FILES = ("tokenizer.json", "source.spm", "target.spm", "vocab.json")
 
 
-def tokenizer_file(directory: Path) -> Path:
-    """The tokenizer file of a model or run directory (``directory`` itself if it is a file);
-    for an imported tokenizer, its ``vocab_map.json``."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return directory
-    if (directory / VOCAB_MAP_FILE).is_file():
-        return directory / VOCAB_MAP_FILE
-    found = [directory / name for name in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE)]
-    found = [p for p in found if p.is_file()]
-    if len(found) > 1:
-        raise UserError(
-            f"{directory} holds two tokenizers, {found[0].name} (BPE) and {found[1].name} "
-            "(characters); keep the one its model was trained with"
-        )
-    return found[0] if found else directory / TOKENIZER_FILE
+def __getattr__(name: str):  # TEMPORARY: names moved to aiayn.modeldir.tokenizer_files
+    if name in (
+        "tokenizer_file",
+        "load_tokenizer",
+        "has_tokenizer",
+        "remove_tokenizer",
+        "tokenizer_sha256",
+    ):
+        from aiayn.modeldir import tokenizer_files
 
-
-def remove_tokenizer(directory: Path) -> None:
-    """Delete the tokenizer of ``directory`` (every file of an imported one)."""
-    path = tokenizer_file(directory)
-    if path.name == VOCAB_MAP_FILE:
-        for name in IMPORTED_TOKENIZER_FILES:
-            (path.parent / name).unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
-
-
-def tokenizer_sha256(directory: Path) -> str:
-    """A digest of the tokenizer of ``directory``: its file's SHA-256, or for an imported
-    tokenizer the SHA-256 of all its files (names and bytes)."""
-    path = tokenizer_file(directory)
-    if path.name != VOCAB_MAP_FILE:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    digest = hashlib.sha256()
-    for name in (VOCAB_MAP_FILE, *IMPORTED_TOKENIZER_FILES):
-        if (path.parent / name).is_file():
-            digest.update(name.encode() + b"\0" + (path.parent / name).read_bytes())
-    return digest.hexdigest()
-
-
-def load_tokenizer(directory: Path):
-    """The tokenizer saved in a model or run directory, by the files it holds: an imported
-    one (``vocab_map.json`` beside Hugging Face ``tokenizer.json``, or Marian's
-    ``source.spm``/``target.spm``/``vocab.json``), BPE (``tokenizer.model``) or character."""
-    directory = Path(directory)
-    if (directory / VOCAB_MAP_FILE).is_file():
-        from aiayn.data.vocab_map import VocabMap
-
-        if VocabMap.load(directory).backend == "marian":
-            from aiayn.data.marian_tokenizer import MarianTokenizer
-
-            return MarianTokenizer.load(directory)
-        from aiayn.data.hf_tokenizer import HFTokenizer
-
-        return HFTokenizer.load(directory)
-    path = tokenizer_file(directory)
-    if path.name == CHAR_TOKENIZER_FILE:
-        return CharTokenizer.load(path)
-    return Tokenizer.load(path)
-
-
-def has_tokenizer(directory: Path) -> bool:
-    directory = Path(directory)
-    return any(
-        (directory / f).is_file() for f in (TOKENIZER_FILE, CHAR_TOKENIZER_FILE, VOCAB_MAP_FILE)
-    )
+        return getattr(tokenizer_files, name)
+    raise AttributeError(name)

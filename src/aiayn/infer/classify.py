@@ -11,7 +11,7 @@ from aiayn.data.batching import pad
 from aiayn.data.labelled import encode_texts, refuse_blank
 from aiayn.data.tokenizer import warn_unknown_characters
 from aiayn.errors import UserError
-from aiayn.modeldir import load_config, load_model_and_tokenizer, read_run_json
+from aiayn.modeldir import ModelDir
 
 CLASSIFY_FITS = {
     "encoder-decoder": "aiayn translate, evaluate or attention",
@@ -31,10 +31,11 @@ def check_classifier(config, model_dir: Path) -> None:
         )
 
 
-def classifier_labels(model_dir: Path, n_classes: int) -> list[str]:
+def classifier_labels(model_dir: ModelDir | Path, n_classes: int) -> list[str]:
     """The class names run.json records for a classifier of ``n_classes`` classes."""
-    labels = read_run_json(model_dir).get("labels")
-    run_file = Path(model_dir) / "run.json"
+    directory = ModelDir.open(model_dir)
+    labels = directory.run.get("labels")
+    run_file = directory.path / "run.json"
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise UserError(f"{run_file}: no 'labels' list (the class names of the classifier)")
     if len(labels) != n_classes:
@@ -49,11 +50,10 @@ def load_classifier(model_dir: Path, quantize: str | None = None):
     """(model, tokenizer, labels) of a classifier's model directory; a clear error otherwise.
 
     ``quantize`` ("int8") quantizes its linear layers (``aiayn.model.quantize``)."""
-    model_dir = Path(model_dir)
-    config = load_config(model_dir)
-    check_classifier(config, model_dir)
-    labels = classifier_labels(model_dir, config.n_classes)
-    model, tokenizer = load_model_and_tokenizer(model_dir, quantize=quantize)
+    directory = ModelDir.open(model_dir)
+    check_classifier(directory.config, directory.path)
+    labels = classifier_labels(directory, directory.config.n_classes)
+    model, tokenizer = directory.load(quantize=quantize)
     return model, tokenizer, labels
 
 

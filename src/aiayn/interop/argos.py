@@ -78,7 +78,7 @@ def export_argos(
 ) -> dict:
     """Write the Argos Translate package ``out`` (a ``.argosmodel`` zip, replaced whole) of
     the encoder-decoder in ``model_dir``; ``source``/``target`` default to run.json's."""
-    from aiayn.data.tokenizer import load_tokenizer
+    from aiayn.modeldir.tokenizer_files import load_tokenizer
 
     model_dir, out = Path(model_dir), Path(out)
     source, target = languages_of(model_dir, source, target)

@@ -24,8 +24,15 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ModelConfig
-from aiayn.fileio import atomic_write, read_json_object, write_json
+from aiayn.fileio import (
+    atomic_write,
+    check_replaceable,
+    read_json_object,
+    replace_directory,
+    write_json,
+)
 from aiayn.interop.hf_rules import to_ours, to_theirs
+from aiayn.modeldir import ModelDir, save_model_dir, untied_state_dict
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -169,9 +176,7 @@ def import_hf(src: str | Path, out: Path, *, force: bool = False) -> dict:
     parameters kept freshly initialised (a head the checkpoint does not have, e.g. BERT's
     masked-LM head for a BertModel).
     """
-    from aiayn.fileio import check_replaceable, replace_directory
     from aiayn.model import build_model
-    from aiayn.modeldir import save_model_dir, untied_state_dict
 
     directory = resolve_source(str(src))
     check_replaceable(Path(out), force, keep=[directory])
@@ -222,26 +227,26 @@ def import_hf(src: str | Path, out: Path, *, force: bool = False) -> dict:
     return summary
 
 
-def export_hf(model_dir: Path, out: Path, *, force: bool = False) -> dict:
-    """Write the aiayn model directory ``model_dir`` as a Hugging Face directory ``out``.
+def export_hf(model_dir: ModelDir | Path, out: Path, *, force: bool = False) -> dict:
+    """Write the aiayn model directory ``model_dir`` (a path or an opened ``ModelDir``) as a
+    Hugging Face directory ``out``.
 
     ``out`` must be absent or empty; with ``force``, a model directory there is replaced
     whole (``aiayn.fileio.replace_directory``)."""
-    from aiayn.data.tokenizer import load_tokenizer
-    from aiayn.fileio import check_replaceable, replace_directory
     from aiayn.interop import hf_bert, hf_gpt2, hf_marian
-    from aiayn.modeldir import load_model_dir, read_run_json
 
-    model_dir, out = Path(model_dir), Path(out)
-    check_replaceable(out, force, keep=[model_dir])
-    model = load_model_dir(model_dir)
+    out = Path(out)
+    check_replaceable(out, force, keep=[Path(getattr(model_dir, "path", model_dir))])
+    directory = ModelDir.open(model_dir)
+    model_dir = directory.path
+    model = directory.model()
     if getattr(model, "quantization", None):
         raise ValueError(
             f"{model_dir} holds {model.quantization['method']} weights; export the float "
             "model directory it was quantized from"
         )
-    tokenizer = load_tokenizer(model_dir)
-    run = read_run_json(model_dir)
+    tokenizer = directory.tokenizer()
+    run = directory.run
     family = {"encoder-only": hf_bert, "decoder-only": hf_gpt2, "encoder-decoder": hf_marian}[
         model.config.family
     ]

@@ -16,10 +16,9 @@ from aiayn.api import Classifier, Generator, Translation, Translator
 from aiayn.api.device import placement
 from aiayn.api.generator import CompletionText
 from aiayn.api.load import check_engine, kind
-from aiayn.data.tokenizer import has_tokenizer
 from aiayn.infer.attention import AttentionMap
 from aiayn.infer.classify import classifier_labels
-from aiayn.modeldir import WEIGHTS_FILE, load_config, saved_quantization
+from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 
 
 @dataclass(frozen=True)
@@ -44,22 +43,33 @@ class ModelSpec:
 
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
-    config = load_config(spec.path)
+    return _opened(spec)[0].config.family
+
+
+def _opened(spec: ModelSpec) -> list[ModelDir]:
+    """The model directories of ``spec`` (its own, then its ensemble's members), checked
+    without loading their weights."""
+    directories = [ModelDir(path) for path in (spec.path, *spec.members)]
+    config = directories[0].config
     check_engine(spec.engine, config, spec.path)
-    for path in (spec.path, *spec.members):  # this machine runs it so
-        int8 = spec.quantize or saved_quantization(path)
+    for directory in directories:  # this machine runs it so
+        int8 = spec.quantize or directory.quantization
         placement(spec.device, spec.dtype, quantize=int8, engine=spec.engine)
-    for path in (spec.path, *spec.members):
-        if not has_tokenizer(path):
-            raise FileNotFoundError(f"{path}: no tokenizer (tokenizer.model or tokenizer.json)")
+    for directory in directories:
+        if not directory.has_tokenizer:
+            raise FileNotFoundError(
+                f"{directory.path}: no tokenizer (tokenizer.model or tokenizer.json)"
+            )
     if spec.members:
         if spec.engine != "torch":
             raise ValueError(f"{spec.name}: an ensemble decodes with the torch engine")
-        for path in (spec.path, *spec.members):
-            if load_config(path).family != "encoder-decoder":
-                raise ValueError(f"{path}: an ensemble is of translators (encoder-decoder models)")
+        for directory in directories:
+            if directory.config.family != "encoder-decoder":
+                raise ValueError(
+                    f"{directory.path}: an ensemble is of translators (encoder-decoder models)"
+                )
     if kind(config) == "encoder-only classifier":
-        classifier_labels(spec.path, config.n_classes)  # as many names as classes
+        classifier_labels(directories[0], config.n_classes)  # as many names as classes
     if spec.languages is not None:
         want = 2 if config.family == "encoder-decoder" else 1
         if len(spec.languages) != want or not all(spec.languages):
@@ -68,7 +78,7 @@ def check_spec(spec: ModelSpec) -> str:
                 f"--languages {'-'.join(spec.languages)!r} for {spec.name}: a "
                 f"{config.family} model takes {form}"
             )
-    return config.family
+    return directories
 
 
 class ServedModel:
@@ -76,12 +86,11 @@ class ServedModel:
     endpoints need to know about it: its name, languages and labels."""
 
     def __init__(self, spec: ModelSpec) -> None:
-        check_spec(spec)
+        directories = _opened(spec)
         self.name, self.path = spec.name, Path(spec.path)
         self.members = [Path(p) for p in spec.members]
-        where = [self.path, *self.members] if self.members else self.path
         self.api = aiayn.load(
-            where,
+            directories if self.members else directories[0],
             quantize=spec.quantize,
             device=spec.device,
             dtype=spec.dtype,

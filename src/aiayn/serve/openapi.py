@@ -95,7 +95,7 @@ def served_models(registry) -> list[dict]:
     """Name, family and languages of each served model, from the loaded models or, while
     they load, from their directories."""
     from aiayn.api.load import kind
-    from aiayn.modeldir import load_config, read_run_json
+    from aiayn.modeldir import ModelDir
 
     out = []
     for spec in registry.specs:
@@ -104,9 +104,10 @@ def served_models(registry) -> list[dict]:
             family = "classifier" if loaded.is_classifier else loaded.family
             languages = loaded.languages
         else:
-            config = load_config(spec.path)
+            directory = ModelDir(spec.path)
+            config = directory.config
             family = "classifier" if kind(config) == "encoder-only classifier" else config.family
-            data = read_run_json(spec.path).get("data", {})
+            data = directory.run.get("data", {})
             languages = spec.languages or (
                 (data["src_lang"], data["tgt_lang"])
                 if family == TRANSLATOR and "src_lang" in data

@@ -11,9 +11,9 @@ import warnings
 from pathlib import Path
 
 from aiayn.config import RunConfig
-from aiayn.data.tokenizer import remove_tokenizer, tokenizer_file
 from aiayn.errors import UserError
 from aiayn.fileio import read_json_object
+from aiayn.modeldir.tokenizer_files import remove_tokenizer, tokenizer_file
 from aiayn.train import checkpoint as ckpt
 
 

@@ -1,23 +1,10 @@
-"""Model directories: ``config.json`` + ``model.safetensors`` (+ the tokenizer, when there is one).
+"""A model directory's weights: ``model.safetensors`` written and read.
 
-Tied weights are stored once; every file is written atomically (temporary file, fsync,
-rename), so an interrupted save leaves the previous version intact. Loading needs nothing but
-the directory, and trusts nothing in it:
-
-* ``config.json`` must give every architecture key (``ARCHITECTURE_KEYS``: the fields that
-  decide shapes or outputs); a missing one is an error naming it, never a default;
-* it records the SHA-256 of the weights file, checked at load (a changed byte is an error
-  naming the file); a directory written before the hash existed loads unchecked;
-* the weights file carries the architecture it was saved with, so a ``config.json`` edited or
-  swapped for another model's is caught even when the shapes agree;
-* the tokenizer must have as many tokens as the model's embedding has rows;
-* an int8 model's ``config.json`` records its ``quantization`` (method, include_output), and
-  loading rebuilds the same int8 layers (``aiayn.model.quantize``) before filling them.
-
+Tied weights are stored once; the file is written atomically (temporary file, fsync, rename).
 Equal weights give equal bytes: the safetensors header's metadata is written in sorted order.
-
-A command that writes a whole directory (import, export, quantize, average) writes it through
-``aiayn.fileio.replace_directory``.
+The file carries the architecture it was saved with (``CONFIG_METADATA_KEY``), so a
+``config.json`` edited or swapped for another model's is caught even when the shapes agree; an
+int8 model's weights are loaded into the same int8 layers (``aiayn.model.quantize``).
 """
 
 from __future__ import annotations
@@ -39,17 +26,15 @@ from aiayn.fileio import (
     REPLACEABLE_MARKER,
     atomic_write,
     file_sha256,
-    read_json_object,
     replace_directory,
     write_json,
 )
 from aiayn.model import build_model
 from aiayn.model.layout import column_major_weights, onednn_fp32, pack_linears
-from aiayn.model.quantize import check_method, quantize_int8
+from aiayn.model.quantize import quantize_int8
 
 CONFIG_FILE = REPLACEABLE_MARKER  # "config.json": what --force may replace
 WEIGHTS_FILE = "model.safetensors"
-RUN_FILE = "run.json"
 HASH_KEY = "sha256"  # config.json: {"model": {...}, "sha256": {"model.safetensors": HEX}}
 CONFIG_METADATA_KEY = "aiayn_config"  # safetensors metadata: the architecture, as JSON
 
@@ -145,59 +130,45 @@ def save_model_dir(
     write_json(directory / CONFIG_FILE, config)
 
 
-def _config_file(directory: Path) -> dict:
-    directory = Path(directory)
-    path = directory / CONFIG_FILE
-    if not directory.is_dir():
-        what = "is a file" if directory.exists() else "does not exist"
-        raise UserError(f"{directory}: {what}; a model directory holds {CONFIG_FILE} and weights")
-    if not path.is_file():
-        raise UserError(f"{path}: no model config here (is {directory} a model directory?)")
-    data = read_json_object(path, "model config")
-    if not isinstance(data.get("model"), dict):
-        raise UserError(f"{path}: missing the 'model' table (a JSON object of config fields)")
-    return data
+def save_quantized(src: Path, out: Path, model: nn.Module, force: bool = False) -> None:
+    """Write the quantized ``model`` of the model directory ``src`` to ``out`` (replaced whole,
+    ``replace_directory``), with every other file of ``src`` (tokenizer, run.json, ...)."""
+    src = Path(src)
+    with replace_directory(out, force, keep=[src]) as new:
+        for item in sorted(src.iterdir()):  # everything but the weights and their config
+            if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
+                shutil.copy2(item, new / item.name)
+        save_model_dir(new, model)
 
 
-def load_config(directory: Path) -> ModelConfig:
-    """The ``ModelConfig`` in ``directory/config.json``; every architecture key must be there."""
-    return _model_config(_config_file(directory), Path(directory) / CONFIG_FILE)
-
-
-def _model_config(data: dict, path: Path) -> ModelConfig:
-    """The ``ModelConfig`` of a parsed config.json ``data`` read from ``path``."""
-    fields = data["model"]
-    missing = [k for k in ARCHITECTURE_KEYS if k not in fields]
-    if missing:
-        raise UserError(
-            f"{path}: missing architecture key(s) {', '.join(missing)} in the 'model' table; "
-            "they decide the model's shapes and outputs and have no safe default"
-        )
-    try:
-        return ModelConfig.from_dict(fields)
-    except (TypeError, ValueError) as e:
-        raise UserError(f"{path}: {e}") from None
-
-
-def _verify_hash(data: dict, directory: Path, path: Path) -> None:
-    """The weights file ``path`` must have the SHA-256 that config.json ``data`` records."""
+def recorded_sha256(data: dict) -> str | None:
+    """The weights' SHA-256 that a parsed config.json ``data`` records; None: written before
+    the hash was recorded."""
     recorded = data.get(HASH_KEY, {})
-    want = recorded.get(WEIGHTS_FILE) if isinstance(recorded, dict) else None
-    if want is None:
-        return  # written before the hash was recorded
+    return recorded.get(WEIGHTS_FILE) if isinstance(recorded, dict) else None
+
+
+def weights_sha256(data: dict, directory: Path) -> str:
+    """The SHA-256 of ``directory``'s weights file, which must be the one its config.json
+    (parsed: ``data``) records, when it records one."""
+    path = directory / WEIGHTS_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: no weights file in the model directory")
     try:
         got = file_sha256(path)
     except OSError as e:
         raise UserError(f"{path}: cannot read the weights ({e.strerror or e})") from None
-    if got != want:
+    want = recorded_sha256(data)
+    if want is not None and got != want:
         raise UserError(
             f"{path}: the weights are damaged or were replaced (SHA-256 {got[:12]}..., but "
             f"{directory / CONFIG_FILE} records {str(want)[:12]}...); restore the directory "
             "from a copy, or save the model again"
         )
+    return got
 
 
-def _check_saved_architecture(config: ModelConfig, metadata: dict, path: Path) -> None:
+def check_saved_architecture(config: ModelConfig, metadata: dict, path: Path) -> None:
     """The weights' own record of their architecture must agree with ``config.json``."""
     try:
         saved = json.loads(metadata.get(CONFIG_METADATA_KEY, "{}"))
@@ -213,58 +184,24 @@ def _check_saved_architecture(config: ModelConfig, metadata: dict, path: Path) -
         )
 
 
-def _saved_quantization(data: dict, path: Path) -> dict | None:
-    """The quantization config.json ``data`` (read from ``path``) records; None: float."""
-    saved = data.get("quantization")
-    if saved is None:
-        return None
-    if not isinstance(saved, dict) or not isinstance(saved.get("include_output", True), bool):
-        raise UserError(
-            f"{path}: 'quantization' must be a table with method and include_output (true/false)"
-        )
-    try:
-        check_method(saved.get("method"), flag="quantization.method")
-    except ValueError as e:
-        raise UserError(f"{path}: {e}") from None
-    return saved
-
-
-def saved_quantization(directory: Path) -> str | None:
-    """The quantization method (``"int8"``) a directory was saved with; None: float weights."""
-    directory = Path(directory)
-    saved = _saved_quantization(_config_file(directory), directory / CONFIG_FILE)
-    return None if saved is None else saved["method"]
-
-
-def load_model_dir(
+def load_weights(
     directory: Path,
+    config: ModelConfig,
+    saved_quantization: dict | None,
     device: str | torch.device = "cpu",
     quantize: str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> nn.Module:
-    """Rebuild the model saved in ``directory``, in eval mode, floating weights in ``dtype``
+    """Rebuild the model whose weights ``directory`` holds, described by ``config`` (and
+    ``saved_quantization``, from its config.json), in eval mode, floating weights in ``dtype``
     (float32 by default; on a CPU, linear weights laid out column-major for decoding:
-    ``aiayn.model.layout``).
+    ``aiayn.model.layout``). The weights file must already be checked against the SHA-256
+    config.json records (``aiayn.modeldir.ModelDir.weights_sha256``).
 
     ``quantize`` ("int8") quantizes a float model's linear layers after loading
     (``aiayn.model.quantize``); a directory saved quantized loads quantized whatever it says.
     """
-    directory = Path(directory)
-    try:
-        check_method(quantize)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    data = _config_file(directory)  # config.json, parsed once
-    config = _model_config(data, directory / CONFIG_FILE)
-    saved_quantization = _saved_quantization(data, directory / CONFIG_FILE)
-    if (quantize or saved_quantization) and torch.device(device).type != "cpu":
-        raise UserError(f"{directory}: int8 layers run on the CPU only, not on {device}")
-    if (quantize or saved_quantization) and dtype != torch.float32:
-        raise UserError(f"{directory}: int8 layers compute in float32, not {dtype}")
     path = directory / WEIGHTS_FILE
-    if not path.is_file():
-        raise UserError(f"{path}: no weights file in the model directory")
-    _verify_hash(data, directory, path)
     try:
         tensors = load_file(str(path))
         with open(path, "rb") as f:  # the header holds the tied-names map
@@ -274,7 +211,7 @@ def load_model_dir(
         tied = json.loads(metadata.get("tied", "{}"))
     except (SafetensorError, OSError, ValueError, AttributeError) as e:
         raise UserError(f"{path}: unreadable safetensors file ({e})") from None
-    _check_saved_architecture(config, metadata, path)
+    check_saved_architecture(config, metadata, path)
     model = build_model(config)
     if saved_quantization is not None:  # the same int8 layers, filled from the file below
         quantize_int8(model, include_output=saved_quantization.get("include_output", True))
@@ -309,63 +246,3 @@ def load_model_dir(
         if onednn_fp32():
             pack_linears(model)  # oneDNN's products where MKL lags (aiayn.model.layout)
     return model
-
-
-def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:
-    """The tokenizer must have exactly the rows of the model's embeddings."""
-    sizes = {config.source_vocab, config.target_vocab}
-    if sizes != {tokenizer.vocab_size}:
-        want = " / ".join(str(n) for n in sorted(sizes))
-        raise UserError(
-            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens, but the model's "
-            f"vocab_size is {want}: they belong to different models"
-        )
-
-
-def save_quantized(src: Path, out: Path, model: nn.Module, force: bool = False) -> None:
-    """Write the quantized ``model`` of the model directory ``src`` to ``out`` (replaced whole,
-    ``replace_directory``), with every other file of ``src`` (tokenizer, run.json, ...)."""
-    src = Path(src)
-    with replace_directory(out, force, keep=[src]) as new:
-        for item in sorted(src.iterdir()):  # everything but the weights and their config
-            if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
-                shutil.copy2(item, new / item.name)
-        save_model_dir(new, model)
-
-
-def load_model_and_tokenizer(
-    directory: Path,
-    device: str | torch.device = "cpu",
-    quantize: str | None = None,
-    dtype: torch.dtype = torch.float32,
-):
-    """(model, tokenizer) of a model directory, checked against each other."""
-    from aiayn.data.tokenizer import load_tokenizer, tokenizer_file
-
-    model = load_model_dir(directory, device, quantize=quantize, dtype=dtype)
-    tokenizer = load_tokenizer(Path(directory))
-    check_vocabulary(model.config, tokenizer, str(tokenizer_file(Path(directory))))
-    return model, tokenizer
-
-
-def read_run_json(directory: Path) -> dict:
-    """``directory/run.json`` (the run config and extras saved with a model), or {} if absent."""
-    path = Path(directory) / RUN_FILE
-    if not path.exists():
-        return {}
-    data = read_json_object(path, "run config")
-    for key in ("data", "model", "train"):
-        if key in data and not isinstance(data[key], dict):
-            raise UserError(f"{path}: '{key}' must be a JSON object")
-    return data
-
-
-__all__ = [
-    "check_vocabulary",
-    "load_config",
-    "load_model_and_tokenizer",
-    "load_model_dir",
-    "read_run_json",
-    "save_model_dir",
-    "save_quantized",
-]
