@@ -33,8 +33,8 @@ from bench.common import median_time, steady_allocator, write_result  # noqa: E4
 
 from aiayn.data.batching import pad  # noqa: E402
 from aiayn.infer.translate import length_batches, search, source_ids  # noqa: E402
-from aiayn.interop import ctranslate2 as ct2_module  # noqa: E402
 from aiayn.interop.ctranslate2 import CTranslate2Engine  # noqa: E402
+from aiayn.interop.ctranslate2 import searches as ct2_searches  # noqa: E402
 from aiayn.modeldir import load_model_and_tokenizer  # noqa: E402
 
 
@@ -80,17 +80,17 @@ def in_process(model_dir: Path, texts: list[str], beam: int, repeats: int) -> di
     theirs = [h for out in ct2_engine() for h in out]
     same = sum(a[0].tokens == b[0].tokens for a, b in zip(ours, theirs, strict=True))
     patience = {}  # what the engine's patience buys: agreement against time
-    chosen = ct2_module.BEAM_PATIENCE
+    chosen = ct2_searches.BEAM_PATIENCE
     try:
         for value in (1.0, 1.5, 2.0, 3.0):
-            ct2_module.BEAM_PATIENCE = value
+            ct2_searches.BEAM_PATIENCE = value
             took = median_time(ct2_engine, repeats=repeats)
             out = [h for batch in ct2_engine() for h in batch]
             agree = sum(a[0].tokens == b[0].tokens for a, b in zip(ours, out, strict=True))
             patience[str(value)] = {"seconds": round(took, 3), "same_best_as_torch": agree}
             print(f"patience {value}: {took:.2f} s, {agree} the same", flush=True)
     finally:
-        ct2_module.BEAM_PATIENCE = chosen
+        ct2_searches.BEAM_PATIENCE = chosen
     return {
         "patience": chosen,
         "by_patience": patience,

@@ -1,0 +1,203 @@
+"""The cache of CTranslate2 conversions: where it lives, what names an entry, and checking and
+repairing an entry before each use.
+
+``cached_model`` keeps the conversion of a model directory in ``MODEL/.ctranslate2/KEY/``, or
+in a cache directory given, ``$AIAYN_CACHE_DIR``, or the user's cache where the model
+directory cannot be written (``cache_root``). KEY names a digest of what the conversion was
+made from (``conversion_inputs``, the one place the model's files are digested for the cache:
+weights, config, tokenizer, quantization; ``cache_key``). An entry's stamp (``STAMP``)
+records those inputs and the size and SHA-256 of each of its files (``file_digests``);
+``damage`` checks them before each use, and a damaged entry is converted again
+(``conversion.convert``), under a lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from aiayn.errors import UserError, note
+from aiayn.fileio import file_sha256, fsync_directory, write_json
+from aiayn.interop.ctranslate2.conversion import STAMP, check_quantization, convert, weights_sha256
+from aiayn.modeldir import CONFIG_FILE, load_config
+
+CACHE_DIR = ".ctranslate2"  # inside the model directory
+CACHE_ENV = "AIAYN_CACHE_DIR"  # where conversions are cached, when no cache_dir is given
+CONVERSION = 2  # the conversion's format: a cached conversion of another is converted anew
+
+
+def cache_key(inputs: dict) -> str:
+    """The cache entry's name: a digest of what the conversion is made from (``inputs``),
+    then its quantization."""
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return f"{digest[:16]}-{inputs['quantization'] or 'float32'}"
+
+
+def conversion_inputs(model_dir: Path, quantization: str | None) -> dict:
+    """What a conversion of ``model_dir`` depends on: the weights, the model's config, the
+    tokenizer, the quantization and the conversion's own format (``CONVERSION``).
+
+    The cache's fingerprint of the model directory: the one place its files are digested
+    for the cache (an entry's key and stamp are made of it)."""
+    config = json.loads((model_dir / CONFIG_FILE).read_text())
+    tokenizer = sorted(p for p in model_dir.iterdir() if p.name.startswith("tokenizer"))
+    return {
+        "conversion": CONVERSION,
+        "weights_sha256": weights_sha256(model_dir),
+        "model": config.get("model"),
+        "tokenizer_sha256": {p.name: file_sha256(p) for p in tokenizer if p.is_file()},
+        "quantization": quantization,
+    }
+
+
+def cache_root(model_dir: Path, cache_dir: Path | str | None = None) -> tuple[Path, bool]:
+    """Where conversions of ``model_dir`` are cached, and whether that is the model's own
+    cache. In order: ``cache_dir``; ``$AIAYN_CACHE_DIR``; ``MODEL/.ctranslate2`` where the
+    model directory can be written; else the user's cache directory,
+    ``$XDG_CACHE_HOME/aiayn/ctranslate2`` (default ``~/.cache/aiayn/ctranslate2``)."""
+    if cache_dir is not None:
+        return Path(cache_dir), False
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]), False
+    own = model_dir / CACHE_DIR
+    if (
+        own.is_dir()
+        and os.access(own, os.W_OK | os.X_OK)
+        or os.access(model_dir, os.W_OK | os.X_OK)
+    ):
+        return own, True
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "aiayn" / "ctranslate2", False
+
+
+def cached_model(
+    model_dir: Path, quantization: str | None = None, cache_dir: Path | str | None = None,
+    *, again: bool = False,
+) -> Path:  # fmt: skip
+    """The CTranslate2 conversion of ``model_dir``, converted on first use and reused while
+    what it was made from (``conversion_inputs``) stays the same.
+
+    The cache lives in ``cache_root``. Before use, every file of a cached conversion is
+    checked against the size and SHA-256 its stamp recorded: a damaged or incomplete one is
+    converted again, with a warning naming it (``again``: convert again whatever the check
+    says, for a conversion that does not load). A conversion is written beside its place and
+    renamed into it, under a lock, so that processes converting at once leave one conversion
+    and a reader never sees half of one. In the model's own cache, conversions of earlier
+    weights are removed.
+    """
+    check_quantization(quantization)
+    model_dir = Path(model_dir)
+    load_config(model_dir)  # a model directory, or an error naming what is missing
+    inputs = conversion_inputs(model_dir, quantization)
+    root, own = cache_root(model_dir, cache_dir)
+    target = root / cache_key(inputs)
+    if not again and not damage(target, inputs):
+        return target
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / f".{target.name}.lock", "a")  # noqa: SIM115 (held until converted)
+    except OSError as e:
+        raise UserError(
+            f"{root}: cannot write the CTranslate2 conversion there ({e.strerror or e}); give "
+            f"a writable cache directory (--cache-dir, cache_dir=, or ${CACHE_ENV})"
+        ) from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
+        problem = "" if again else damage(target, inputs)
+        if not again and not problem:  # the other process's conversion
+            return target
+        if target.exists() and problem:
+            warnings.warn(
+                f"{target}: the cached CTranslate2 conversion is damaged ({problem}); "
+                "converting it again",
+                stacklevel=2,
+            )
+        if own:
+            _remove_stale(root, inputs)
+        _convert_into(model_dir, target, quantization, inputs)
+    return target
+
+
+def _remove_stale(root: Path, inputs: dict) -> None:
+    """Remove the conversions in ``root`` of other weights, configs, tokenizers or formats
+    (those of another quantization of the same model stay)."""
+    same = {k: v for k, v in inputs.items() if k != "quantization"}
+    for old in root.iterdir():
+        if old.is_dir() and not old.name.startswith("."):
+            theirs = _stamp(old).get("inputs")
+            if (
+                not isinstance(theirs, dict)
+                or {k: v for k, v in theirs.items() if k != "quantization"} != same
+            ):
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def _convert_into(model_dir: Path, target: Path, quantization: str | None, inputs: dict) -> None:
+    """Convert into a sibling of ``target``, stamp it, and rename it into place (a damaged
+    ``target`` is moved aside first, then removed)."""
+    start = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
+    try:
+        convert(model_dir, work / "model", quantization, add_source_eos=False)
+        record = json.loads((work / "model" / STAMP).read_text())
+        record.update(inputs=inputs, files=file_digests(work / "model"))
+        write_json(work / "model" / STAMP, record)
+        if target.exists():
+            os.replace(target, work / "damaged")
+        os.replace(work / "model", target)
+        fsync_directory(target.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    note(
+        f"converted {model_dir} for CTranslate2 ({quantization or 'float32'}) in "
+        f"{time.perf_counter() - start:.1f} s: {target}"
+    )
+
+
+def file_digests(directory: Path) -> dict[str, dict]:
+    """Size and SHA-256 of each file of a conversion, its stamp left out."""
+    return {
+        p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.name != STAMP
+    }
+
+
+def damage(directory: Path, inputs: dict) -> str:
+    """What is wrong with the cached conversion ``directory`` ("" when nothing): absent, made
+    from other inputs, or a file missing, of another size or of other bytes than its stamp
+    records."""
+    if not directory.is_dir():
+        return "absent"
+    stamp = _stamp(directory)
+    if stamp.get("inputs") != inputs or not isinstance(stamp.get("files"), dict):
+        return f"{STAMP} is missing, damaged or records other inputs"
+    for name, expected in sorted(stamp["files"].items()):
+        path = directory / name
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if not isinstance(expected, dict) or size != expected.get("size"):
+            return f"{name} has {size} bytes, not the {expected.get('size')} recorded"
+        if file_sha256(path) != expected.get("sha256"):
+            return f"{name} does not have the SHA-256 recorded"
+    extra = {p.name for p in directory.iterdir()} - set(stamp["files"]) - {STAMP}
+    if extra:
+        return f"unexpected files: {', '.join(sorted(extra))}"
+    return ""
+
+
+def _stamp(directory: Path) -> dict:
+    try:
+        data = json.loads((Path(directory) / STAMP).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
