@@ -22,7 +22,7 @@ from aiayn.infer.greedy import greedy_decode
 from aiayn.infer.sampling import Sampling
 from aiayn.infer.translate import search, translate
 from aiayn.model import build_model
-from aiayn.modeldir import load_model_and_tokenizer, save_model_dir
+from aiayn.modeldir import ModelDir, load_model_and_tokenizer, save_model_dir
 from tests.conftest import REPO_ROOT
 from tests.tolerance import assert_close_to_scale
 
@@ -36,7 +36,6 @@ from aiayn.interop.ctranslate2 import (  # noqa: E402
     cache_key,
     cached_model,
     conversion_inputs,
-    weights_sha256,
 )
 
 MODEL = REPO_ROOT / "models" / "ding-de-en"
@@ -191,8 +190,9 @@ def test_the_conversion_is_cached_and_redone_when_the_weights_change(shipped, tm
     second = cached_model(directory)
     assert second != first and not first.exists()
     assert (second / "model.bin").read_bytes() != b""
-    assert json.loads((second / "aiayn.json").read_text())["weights_sha256"] == weights_sha256(
-        directory
+    assert (
+        json.loads((second / "aiayn.json").read_text())["weights_sha256"]
+        == ModelDir(directory).weights_sha256()
     )
     int8 = cached_model(directory, "int8")
     assert int8 != second and second.exists()  # one conversion per quantization

@@ -67,7 +67,7 @@ class Translator(LoadedModel):
         directory = ModelDir.open(path)
         where = placement(device, dtype, quantize=quantize or directory.quantization, engine=engine)
         decoder = CTranslate2Engine(
-            directory.path,
+            directory,
             quantize=quantize,
             device=str(where.device),
             threads=torch.get_num_threads(),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aiayn.errors import UserError
 from aiayn.interop.ctranslate2 import convert, sentencepiece_files
-from aiayn.modeldir import read_run_json
+from aiayn.modeldir import ModelDir
 
 LANGUAGE_NAMES = {
     "ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish",
@@ -34,9 +34,11 @@ PACKAGE_VERSION = "1.0"
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")  # ISO 639 codes, and Argos's own (zt, pb)
 
 
-def languages_of(model_dir: Path, source: str | None, target: str | None) -> tuple[str, str]:
+def languages_of(
+    model_dir: ModelDir | Path, source: str | None, target: str | None
+) -> tuple[str, str]:
     """The language pair: given, or the one the model was trained on (run.json)."""
-    data = read_run_json(Path(model_dir)).get("data", {})
+    data = ModelDir.open(model_dir).run.get("data", {})
     source = source or data.get("src_lang")
     target = target or data.get("tgt_lang")
     if not source or not target:
@@ -70,7 +72,7 @@ def _spacy_pipeline(language: str, out: Path) -> bool:
 
 
 def export_argos(
-    model_dir: Path,
+    model_dir: ModelDir | Path,
     out: Path,
     source: str | None = None,
     target: str | None = None,
@@ -78,11 +80,10 @@ def export_argos(
 ) -> dict:
     """Write the Argos Translate package ``out`` (a ``.argosmodel`` zip, replaced whole) of
     the encoder-decoder in ``model_dir``; ``source``/``target`` default to run.json's."""
-    from aiayn.modeldir.tokenizer_files import load_tokenizer
-
-    model_dir, out = Path(model_dir), Path(out)
-    source, target = languages_of(model_dir, source, target)
-    files = sentencepiece_files(load_tokenizer(model_dir))
+    directory, out = ModelDir.open(model_dir), Path(out)
+    model_dir = directory.path
+    source, target = languages_of(directory, source, target)
+    files = sentencepiece_files(directory.tokenizer())
     if list(files) != ["sentencepiece.model"]:
         raise UserError(
             f"{model_dir}: its source and target sentencepiece models differ; an Argos "
@@ -92,7 +93,7 @@ def export_argos(
     with tempfile.TemporaryDirectory(prefix="aiayn-argos-") as tmp:
         root = Path(tmp) / name
         root.mkdir()
-        record = convert(model_dir, root / "model", quantization, add_source_eos=True)
+        record = convert(directory, root / "model", quantization, add_source_eos=True)
         (root / "sentencepiece.model").write_bytes(files["sentencepiece.model"])
         splitter = _spacy_pipeline(source, root / "spacy")
         metadata = {

@@ -29,7 +29,6 @@ from aiayn.interop.ctranslate2.conversion import (
     convert,
     export_ctranslate2,
     sentencepiece_files,
-    weights_sha256,
 )
 from aiayn.interop.ctranslate2.engine import CTranslate2Engine
 
@@ -46,5 +45,4 @@ __all__ = [
     "export_ctranslate2",
     "file_digests",
     "sentencepiece_files",
-    "weights_sha256",
 ]

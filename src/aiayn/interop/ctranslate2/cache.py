@@ -25,8 +25,8 @@ from pathlib import Path
 
 from aiayn.errors import UserError, note
 from aiayn.fileio import file_sha256, fsync_directory, write_json
-from aiayn.interop.ctranslate2.conversion import STAMP, check_quantization, convert, weights_sha256
-from aiayn.modeldir import CONFIG_FILE, load_config
+from aiayn.interop.ctranslate2.conversion import STAMP, check_quantization, convert
+from aiayn.modeldir import ModelDir
 
 CACHE_DIR = ".ctranslate2"  # inside the model directory
 CACHE_ENV = "AIAYN_CACHE_DIR"  # where conversions are cached, when no cache_dir is given
@@ -40,19 +40,14 @@ def cache_key(inputs: dict) -> str:
     return f"{digest[:16]}-{inputs['quantization'] or 'float32'}"
 
 
-def conversion_inputs(model_dir: Path, quantization: str | None) -> dict:
-    """What a conversion of ``model_dir`` depends on: the weights, the model's config, the
-    tokenizer, the quantization and the conversion's own format (``CONVERSION``).
-
-    The cache's fingerprint of the model directory: the one place its files are digested
-    for the cache (an entry's key and stamp are made of it)."""
-    config = json.loads((model_dir / CONFIG_FILE).read_text())
-    tokenizer = sorted(p for p in model_dir.iterdir() if p.name.startswith("tokenizer"))
+def conversion_inputs(model_dir: ModelDir | Path, quantization: str | None) -> dict:
+    """What a conversion of ``model_dir`` depends on: the model directory's fingerprint (the
+    weights, the model's config, the tokenizer: ``ModelDir.fingerprint``), the quantization
+    and the conversion's own format (``CONVERSION``). An entry's key and stamp are made of
+    it."""
     return {
         "conversion": CONVERSION,
-        "weights_sha256": weights_sha256(model_dir),
-        "model": config.get("model"),
-        "tokenizer_sha256": {p.name: file_sha256(p) for p in tokenizer if p.is_file()},
+        **ModelDir.open(model_dir).fingerprint(),
         "quantization": quantization,
     }
 
@@ -78,7 +73,7 @@ def cache_root(model_dir: Path, cache_dir: Path | str | None = None) -> tuple[Pa
 
 
 def cached_model(
-    model_dir: Path, quantization: str | None = None, cache_dir: Path | str | None = None,
+    model_dir: ModelDir | Path, quantization: str | None = None, cache_dir: Path | str | None = None,
     *, again: bool = False,
 ) -> Path:  # fmt: skip
     """The CTranslate2 conversion of ``model_dir``, converted on first use and reused while
@@ -93,9 +88,9 @@ def cached_model(
     weights are removed.
     """
     check_quantization(quantization)
-    model_dir = Path(model_dir)
-    load_config(model_dir)  # a model directory, or an error naming what is missing
-    inputs = conversion_inputs(model_dir, quantization)
+    directory = ModelDir.open(model_dir)  # a model directory, or an error naming what is missing
+    model_dir = directory.path
+    inputs = conversion_inputs(directory, quantization)
     root, own = cache_root(model_dir, cache_dir)
     target = root / cache_key(inputs)
     if not again and not damage(target, inputs):
@@ -121,7 +116,7 @@ def cached_model(
             )
         if own:
             _remove_stale(root, inputs)
-        _convert_into(model_dir, target, quantization, inputs)
+        _convert_into(directory, target, quantization, inputs)
     return target
 
 
@@ -139,13 +134,15 @@ def _remove_stale(root: Path, inputs: dict) -> None:
                 shutil.rmtree(old, ignore_errors=True)
 
 
-def _convert_into(model_dir: Path, target: Path, quantization: str | None, inputs: dict) -> None:
+def _convert_into(
+    directory: ModelDir, target: Path, quantization: str | None, inputs: dict
+) -> None:
     """Convert into a sibling of ``target``, stamp it, and rename it into place (a damaged
     ``target`` is moved aside first, then removed)."""
     start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
     try:
-        convert(model_dir, work / "model", quantization, add_source_eos=False)
+        convert(directory, work / "model", quantization, add_source_eos=False)
         record = json.loads((work / "model" / STAMP).read_text())
         record.update(inputs=inputs, files=file_digests(work / "model"))
         write_json(work / "model" / STAMP, record)
@@ -156,7 +153,7 @@ def _convert_into(model_dir: Path, target: Path, quantization: str | None, input
     finally:
         shutil.rmtree(work, ignore_errors=True)
     note(
-        f"converted {model_dir} for CTranslate2 ({quantization or 'float32'}) in "
+        f"converted {directory.path} for CTranslate2 ({quantization or 'float32'}) in "
         f"{time.perf_counter() - start:.1f} s: {target}"
     )
 

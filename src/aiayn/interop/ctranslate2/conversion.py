@@ -18,10 +18,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.errors import UserError, debugging
-from aiayn.fileio import file_sha256, replace_directory
-from aiayn.modeldir import CONFIG_FILE, HASH_KEY, WEIGHTS_FILE, load_config
+from aiayn.fileio import replace_directory
+from aiayn.modeldir import ModelDir
 
 INSTALL = "pip install 'aiayn[ctranslate2]'"
 QUANTIZATIONS = ("int8",)
@@ -50,25 +49,11 @@ def check_quantization(quantization: str | None) -> None:
         )
 
 
-def weights_sha256(model_dir: Path) -> str:
-    """The SHA-256 of the model's weights file, checked against the one config.json records."""
-    model_dir = Path(model_dir)
-    path = model_dir / WEIGHTS_FILE
-    if not path.is_file():
-        raise UserError(f"{path}: no weights file in the model directory")
-    digest = file_sha256(path)
-    config = json.loads((model_dir / CONFIG_FILE).read_text())
-    recorded = (config.get(HASH_KEY) or {}).get(WEIGHTS_FILE)
-    if recorded is not None and recorded != digest:
-        raise UserError(
-            f"{path}: the weights are damaged or were replaced (SHA-256 {digest[:12]}..., but "
-            f"{model_dir / CONFIG_FILE} records {recorded[:12]}...)"
-        )
-    return digest
-
-
 def convert(
-    model_dir: Path, out: Path, quantization: str | None = None, add_source_eos: bool = True
+    model_dir: ModelDir | Path,
+    out: Path,
+    quantization: str | None = None,
+    add_source_eos: bool = True,
 ) -> dict:
     """Convert the aiayn encoder-decoder in ``model_dir`` into the CTranslate2 model ``out``
     (model.bin, shared_vocabulary.json, config.json) with CTranslate2's own converter.
@@ -85,17 +70,17 @@ def convert(
 
     from aiayn.interop.hf import export_hf
 
-    model_dir, out = Path(model_dir), Path(out)
-    config = load_config(model_dir)
+    directory, out = ModelDir.open(model_dir), Path(out)
+    model_dir, config = directory.path, directory.config
     if config.family != "encoder-decoder":
         raise UserError(
             f"{model_dir} holds an {config.family} model; the CTranslate2 engine and export "
             "take encoder-decoder (translation) models"
         )
-    digest = weights_sha256(model_dir)
+    digest = directory.weights_sha256()
     with tempfile.TemporaryDirectory(prefix="aiayn-hf-") as hf:
         try:
-            export_hf(model_dir, Path(hf))
+            export_hf(directory, Path(hf))
         except ValueError as e:  # an option Marian (and so CTranslate2) does not have
             raise UserError(f"{model_dir}: {str(e).replace('Marian', 'CTranslate2')}") from None
         hf_config = json.loads((Path(hf) / "config.json").read_text())
@@ -156,7 +141,7 @@ def sentencepiece_files(tokenizer) -> dict[str, bytes]:
 
 
 def export_ctranslate2(
-    model_dir: Path, out: Path, quantization: str | None = None, force: bool = False
+    model_dir: ModelDir | Path, out: Path, quantization: str | None = None, force: bool = False
 ) -> dict:
     """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole, with
     ``force``: ``aiayn.fileio.replace_directory``): the converted model, which appends eos
@@ -168,10 +153,10 @@ def export_ctranslate2(
         result = translator.translate_batch([sp.encode(text, out_type=str)])
         sp.decode(result[0].hypotheses[0])
     """
-    model_dir, out = Path(model_dir), Path(out)
-    files = sentencepiece_files(load_tokenizer(model_dir))
-    with replace_directory(out, force, keep=[model_dir]) as new:
-        record = convert(model_dir, new, quantization, add_source_eos=True)
+    directory, out = ModelDir.open(model_dir), Path(out)
+    files = sentencepiece_files(directory.tokenizer())
+    with replace_directory(out, force, keep=[directory.path]) as new:
+        record = convert(directory, new, quantization, add_source_eos=True)
         for name, data in files.items():
             (new / name).write_bytes(data)
     return {"format": "ctranslate2", "out": str(out), **record, "tokenizer": sorted(files)}

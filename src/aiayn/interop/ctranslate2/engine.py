@@ -38,13 +38,13 @@ import threading
 import warnings
 from pathlib import Path
 
-from aiayn.data.tokenizer import EOS, PAD, load_tokenizer
+from aiayn.data.tokenizer import EOS, PAD
 from aiayn.errors import OptionError, UserError
 from aiayn.infer.beam import Hypothesis
 from aiayn.interop.ctranslate2.cache import cached_model
 from aiayn.interop.ctranslate2.conversion import EXTRA_POSITIONS, require_ctranslate2
 from aiayn.interop.ctranslate2.searches import Searches
-from aiayn.modeldir import load_config
+from aiayn.modeldir import ModelDir
 
 SEED_LIMIT = 2**32  # ctranslate2.set_random_seed takes an unsigned 32-bit seed
 VOCABULARIES = ("target_vocabulary", "shared_vocabulary")  # a converted model's, .json or .txt
@@ -89,7 +89,7 @@ class CTranslate2Engine(Searches):
 
     def __init__(
         self,
-        model_dir: Path,
+        model_dir: ModelDir | Path,
         *,
         quantize: str | None = None,
         device: str = "cpu",
@@ -97,9 +97,9 @@ class CTranslate2Engine(Searches):
         cache_dir: Path | None = None,
     ) -> None:
         ctranslate2 = require_ctranslate2()
-        self.model_dir = Path(model_dir)
-        self.config = load_config(self.model_dir)
-        self.tokenizer = load_tokenizer(self.model_dir)
+        directory = ModelDir.open(model_dir)
+        self.model_dir, self.config = directory.path, directory.config
+        self.tokenizer = directory.tokenizer()
         self.quantization = quantize
         # CTranslate2 has positions up to its table's end: no output runs past it
         self.max_length = self.config.max_len + EXTRA_POSITIONS
@@ -111,7 +111,7 @@ class CTranslate2Engine(Searches):
             inter_threads=1,
             intra_threads=threads,
         )
-        self.path = cached_model(self.model_dir, quantize, cache_dir)
+        self.path = cached_model(directory, quantize, cache_dir)
         try:
             self.translator = ctranslate2.Translator(str(self.path), **self._options)
         except (RuntimeError, ValueError, OSError) as e:  # verified files that do not load
@@ -120,7 +120,7 @@ class CTranslate2Engine(Searches):
                 "converting it again",
                 stacklevel=2,
             )
-            self.path = cached_model(self.model_dir, quantize, cache_dir, again=True)
+            self.path = cached_model(directory, quantize, cache_dir, again=True)
             try:
                 self.translator = ctranslate2.Translator(str(self.path), **self._options)
             except (RuntimeError, ValueError, OSError) as e:
