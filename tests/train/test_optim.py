@@ -145,3 +145,44 @@ def test_without_weight_decay_the_optimizer_is_the_papers_adam():
     train_steps(theirs, adam, None)
     for (n, p), q in zip(ours.named_parameters(), theirs.parameters(), strict=True):
         assert_close_to_scale(p, q, msg=n)
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_a_time_budget_decays_to_zero_where_the_time_runs_out(schedule):
+    """With max_minutes, a run whose steps take 1 s each on a 100 s budget decays to 0 at
+    step 100, whatever its step limit; at 4 s a step, at step 25: the same schedule as a run
+    told its steps, on the host's own number of them."""
+    warmup = 5
+    config = TrainConfig(schedule=schedule, lr_scale=1e-3, warmup=warmup, max_minutes=100 / 60)
+    for seconds, end in [(1.0, 100), (4.0, 25)]:
+        spent = {"s": 0.0}
+        _, timed = build_optimizer(
+            torch.nn.Linear(2, 2), config, 16, total_steps=10_000, spent_s=lambda: spent["s"]
+        )
+        got = []
+        for _ in range(end + 3):
+            got.append(timed.get_last_lr()[0])
+            timed.optimizer.step()
+            spent["s"] += seconds  # the step's time, as the loop counts it
+            timed.step()
+        told = TrainConfig(schedule=schedule, lr_scale=1e-3, warmup=warmup)
+        _, by_steps = build_optimizer(torch.nn.Linear(2, 2), told, 16, total_steps=end)
+        assert_close_to_scale(got, lrs(by_steps, end + 3), rel=1e-9)
+        assert got[end - 1] == 0.0 and got[-1] == 0.0
+
+
+def test_a_time_budget_never_ends_the_decay_after_the_step_limit():
+    """The step limit still ends the decay when it comes before the time does."""
+    config = TrainConfig(schedule="linear", lr_scale=1e-3, warmup=2, max_minutes=60.0)
+    spent = {"s": 0.0}
+    _, timed = build_optimizer(
+        torch.nn.Linear(2, 2), config, 16, total_steps=20, spent_s=lambda: spent["s"]
+    )
+    got = []
+    for _ in range(22):
+        got.append(timed.get_last_lr()[0])
+        timed.optimizer.step()
+        spent["s"] += 1.0
+        timed.step()
+    _, by_steps = build_optimizer(torch.nn.Linear(2, 2), config, 16, total_steps=20)
+    assert_close_to_scale(got, lrs(by_steps, 22), rel=1e-12)

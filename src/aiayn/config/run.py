@@ -79,7 +79,8 @@ class TrainConfig:
     lr_scale: float = 1.0  # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     warmup: int = 4000
     # inverse_sqrt | constant | cosine | linear; for the last three lr_scale is the peak lr, and
-    # cosine and linear reach 0 at the run's last step (max_steps, else the end of max_epochs)
+    # cosine and linear reach 0 at the run's last step (max_steps, else the end of max_epochs;
+    # with max_minutes, the step the time runs out at if sooner, estimated from the pace)
     schedule: str = "inverse_sqrt"
     beta1: float = 0.9
     beta2: float = 0.98

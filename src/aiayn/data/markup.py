@@ -17,6 +17,10 @@ between words. Attributes (``title``, ``alt``) are not translated.
 Input the parser has to repair (an end tag that closes nothing, misnested or unclosed inline
 elements, a document cut inside a tag) is refused with the line and column: what the author
 meant is then unknown, and the repaired tree would not be the author's.
+
+One module of about 500 lines, on purpose: reading (``parse``), writing back (``render``)
+and cutting into sentences (``read``) share the private node model (``_Node``, ``Segment``)
+and the rules of which elements are inline, void or untranslated, and change together.
 """
 
 from __future__ import annotations

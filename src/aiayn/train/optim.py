@@ -1,10 +1,13 @@
 """Adam and the warmup / inverse-square-root learning rate (Vaswani et al. 2017 §5.3), or a
-warmup followed by a cosine or linear decay to zero for runs with a known number of steps;
-optional decoupled weight decay (AdamW, Loshchilov & Hutter 2019)."""
+warmup followed by a cosine or linear decay to zero at the run's end: a known number of
+steps, or the step at which a time budget (``train.max_minutes``) runs out, estimated as the
+run goes from the training time it has spent; optional decoupled weight decay (AdamW,
+Loshchilov & Hutter 2019)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -60,15 +63,32 @@ def schedule_steps(config: TrainConfig, steps_per_epoch: int) -> int:
     return config.max_steps or config.max_epochs * steps_per_epoch
 
 
+def budget_steps(step: int, total_steps: int, seconds: float, budget_s: float) -> int:
+    """The step a run ends at: ``total_steps``, or sooner the step at which a training-time
+    budget of ``budget_s`` seconds runs out, at the pace of the ``step`` steps that took
+    ``seconds`` (no estimate before any time is spent, or without a budget)."""
+    if budget_s <= 0 or seconds <= 0 or step < 1:
+        return total_steps
+    return min(total_steps, max(step, round(step * budget_s / seconds)))
+
+
 def build_optimizer(
-    model: torch.nn.Module, config: TrainConfig, d_model: int, total_steps: int = 0
+    model: torch.nn.Module,
+    config: TrainConfig,
+    d_model: int,
+    total_steps: int = 0,
+    spent_s: Callable[[], float] | None = None,
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW(beta1, beta2, eps, weight_decay) with the schedule applied per optimizer step.
 
     With ``weight_decay`` 0 (the default) this is the paper's Adam (fused on a GPU, see
     ``fused_adam``). The decay is decoupled and scaled by the scheduled learning rate
     (torch's AdamW: ``p -= lr * wd * p``).
-    ``total_steps`` is where the cosine and linear schedules reach 0 (see ``schedule_steps``).
+    ``total_steps`` is where the cosine and linear schedules reach 0 (see ``schedule_steps``);
+    with ``train.max_minutes`` and ``spent_s`` (the training seconds spent so far, as the
+    budget counts them), where the budget runs out first (``budget_steps``), so that a fast
+    host decays over its many steps and a slow one over its few. Such a schedule follows the
+    host's pace: two runs of one config end at the same learning rate, not the same steps.
     """
     groups = parameter_groups(model, config.weight_decay)
     optimizer = torch.optim.AdamW(
@@ -88,9 +108,11 @@ def build_optimizer(
             return noam_lr(i + 1, d_model, config.warmup, config.lr_scale)
     elif config.schedule in decaying:
         decay = decaying[config.schedule]
+        budget_s = config.max_minutes * 60 if spent_s is not None else 0.0
 
         def factor(i: int) -> float:
-            return decay(i + 1, config.warmup, total_steps, config.lr_scale)
+            end = budget_steps(i, total_steps, spent_s() if budget_s else 0.0, budget_s)
+            return decay(i + 1, config.warmup, end, config.lr_scale)
     else:
 
         def factor(i: int) -> float:
