@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (if needed), run the default test suite, then the lint and format checks.
+# Set up (if needed), run the default test suite, then the lint and format checks and the
+# layers contract of src/aiayn (lint-imports; pyproject's [tool.importlinter]).
 # Arguments go to pytest (e.g. -k beam); the checks run only on a full, passing suite.
 # The tests run in a random order (pytest-randomly), a new one each time; the seed is printed
 # so that a failing order can be replayed: bash scripts/test.sh --randomly-seed=SEED
@@ -19,4 +20,5 @@ esac
 if [ "$#" -eq 0 ]; then
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
+    .venv/bin/lint-imports --no-cache
 fi

@@ -167,8 +167,7 @@ def test_average_force_replaces_another_model_whole(trained, tmp_path, capsys):
     from aiayn import build_model
     from aiayn.config import ModelConfig, RunConfig
     from aiayn.data.tokenizer import CharTokenizer
-    from aiayn.modeldir import load_model_and_tokenizer
-    from aiayn.train.loop import save_trained_model
+    from aiayn.modeldir import load_model_and_tokenizer, save_trained_model
 
     _, run = trained
     out, fresh = tmp_path / "out", tmp_path / "fresh"

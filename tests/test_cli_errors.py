@@ -15,7 +15,7 @@ from aiayn import build_model
 from aiayn.cli import main
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.tokenizer import CharTokenizer
-from aiayn.train.loop import save_trained_model
+from aiayn.modeldir import save_trained_model
 from tests.tolerance import assert_close_to_scale
 
 TEXT = "abcdefghijklmnopqrstuvwxyzäöüß ABCDEFGHIJKLMNOPQRSTUVWXYZ.,!?'0123456789"

@@ -11,9 +11,8 @@ from aiayn import build_model
 from aiayn.cli import main
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.tokenizer import CharTokenizer
-from aiayn.modeldir import load_model_and_tokenizer
+from aiayn.modeldir import load_model_and_tokenizer, save_trained_model
 from aiayn.modeldir.tokenizer_files import load_tokenizer
-from aiayn.train.loop import save_trained_model
 from tests.interop.hf_fixtures import bert_model, bert_tokenizer, marian_model, marian_tokenizer
 
 transformers = pytest.importorskip("transformers")

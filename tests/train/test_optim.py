@@ -157,7 +157,11 @@ def test_a_time_budget_decays_to_zero_where_the_time_runs_out(schedule):
     for seconds, end in [(1.0, 100), (4.0, 25)]:
         spent = {"s": 0.0}
         _, timed = build_optimizer(
-            torch.nn.Linear(2, 2), config, 16, total_steps=10_000, spent_s=lambda: spent["s"]
+            torch.nn.Linear(2, 2),
+            config,
+            16,
+            total_steps=10_000,
+            spent_s=lambda spent=spent: spent["s"],
         )
         got = []
         for _ in range(end + 3):

@@ -53,9 +53,9 @@ def cmd_average(args: argparse.Namespace) -> None:
 
     from aiayn.fileio import replace_directory
     from aiayn.model import build_model
+    from aiayn.modeldir import save_trained_model
     from aiayn.modeldir.tokenizer_files import load_tokenizer
     from aiayn.train import checkpoint as ckpt
-    from aiayn.train.loop import save_trained_model
     from aiayn.train.tasks import make_task
 
     run_dir = Path(args.run_dir)

@@ -287,17 +287,3 @@ class CharTokenizer:
 
 VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
 IMPORTED_TOKENIZER_FILES = ("tokenizer.json", "source.spm", "target.spm", "vocab.json")
-
-
-def __getattr__(name: str):  # TEMPORARY: names moved to aiayn.modeldir.tokenizer_files
-    if name in (
-        "tokenizer_file",
-        "load_tokenizer",
-        "has_tokenizer",
-        "remove_tokenizer",
-        "tokenizer_sha256",
-    ):
-        from aiayn.modeldir import tokenizer_files
-
-        return getattr(tokenizer_files, name)
-    raise AttributeError(name)

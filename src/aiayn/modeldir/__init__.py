@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from aiayn.config import ARCHITECTURE_KEYS, ModelConfig
+from aiayn.config import ARCHITECTURE_KEYS, ModelConfig, RunConfig
 from aiayn.errors import UserError
-from aiayn.fileio import file_sha256, read_json_object
+from aiayn.fileio import file_sha256, read_json_object, write_json
 from aiayn.model.quantize import check_method
 from aiayn.modeldir.tokenizer_files import (
     has_tokenizer,
@@ -237,6 +237,17 @@ def read_run_json(directory: Path) -> dict:
     return data
 
 
+def save_trained_model(
+    directory: Path, model, tokenizer, run: RunConfig, dtype=None, extra=None
+) -> None:
+    """A self-contained model directory: weights, config, tokenizer and the run config
+    (``run.json``, with ``extra``: a summary, labels, ...)."""
+    directory = Path(directory)
+    save_model_dir(directory, model, dtype=dtype)
+    tokenizer.save(directory)
+    write_json(directory / RUN_FILE, {**run.to_dict(), **(extra or {})})
+
+
 def load_config(directory: Path | str) -> ModelConfig:
     """The ``ModelConfig`` in ``directory/config.json``; every architecture key must be there."""
     return ModelDir(directory).config
@@ -281,6 +292,7 @@ __all__ = [
     "read_run_json",
     "save_model_dir",
     "save_quantized",
+    "save_trained_model",
     "saved_quantization",
     "untied_state_dict",
 ]
