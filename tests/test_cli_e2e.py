@@ -52,6 +52,9 @@ def test_evaluate_reports_sacrebleu_and_chrf(trained, capsys, tmp_path):
     out = capsys.readouterr().out
     result = json.loads(out[: out.index("}") + 1])
     assert result["sentences"] == 40 and 0 <= result["bleu"] <= 100
+    # which weights were evaluated: the model directory and what its training said it holds
+    assert result["model"] == str(run / "model")
+    assert result["weights"] == "the last weights (step 8)"
     assert result["bleu_signature"].startswith("nrefs:1") and "tok:13a" in result["bleu_signature"]
     assert "nc:6" in result["chrf_signature"]  # chrF with character 6-grams
     assert len(hyp.read_text().splitlines()) == 40

@@ -47,6 +47,14 @@ def test_run_directory_holds_everything(sample_corpus, tmp_path):
     assert any("tokens_per_s" in r and "padding_efficiency" in r for r in records)
     assert any("valid_loss" in r for r in records)
     assert summary["step"] == 6 and summary["averaged_checkpoints"] == 2
+    # the summary, printed and saved with the model, says which weights model/ holds
+    steps = [int(p.stem.split("-")[1]) for p in sorted((tmp_path / "checkpoints").iterdir())]
+    assert summary["weights"] == (
+        f"the average of the last 2 checkpoints (steps {steps[-2]}, {steps[-1]}), as "
+        "train.average_last = 2 asks"
+    )
+    saved = json.loads((tmp_path / "model" / "run.json").read_text())["summary"]
+    assert saved["weights"] == summary["weights"] and steps[-1] == 6
 
 
 @pytest.mark.parametrize("average_last", [0, 2])

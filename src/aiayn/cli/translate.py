@@ -290,6 +290,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
     out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
     write_text(out, "".join(h + "\n" for h in hyps))
-    print(json.dumps({**scores, "hypotheses": str(out)}, indent=2))
+    # which weights these are, as the training that wrote them said (its summary in run.json)
+    weights = translator.run.get("summary", {}).get("weights")
+    described = {"model": args.model_dir, **({"weights": weights} if weights else {})}
+    print(json.dumps({**described, **scores, "hypotheses": str(out)}, indent=2))
     for (src, ref), hyp in list(zip(pairs, hyps, strict=True))[: args.samples]:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")

@@ -171,10 +171,16 @@ class Bookkeeping:
             return {}
         # the optimizer's state is in the last checkpoint: its memory goes to the averaging
         self.optimizer.state.clear()
+        weights = f"the last weights (step {self.step})"
         if tc.average_last:
             paths = ckpt.list_checkpoints(self.ckpt_dir)[-tc.average_last :]
             model = build_model(self.model_config).to(self.ctx.device)
             model.load_state_dict(ckpt.average_checkpoints(paths))
+            steps = ", ".join(str(int(p.stem.rsplit("-", 1)[1])) for p in paths)
+            weights = (
+                f"the average of the last {len(paths)} checkpoints (steps {steps}), as "
+                f"train.average_last = {tc.average_last} asks"
+            )
         model.eval()
         if not tc.average_last and self.last_valid[0] == self.step:
             valid_loss = self.last_valid[1]  # these very weights were just validated
@@ -192,6 +198,7 @@ class Bookkeeping:
                 else {"best_valid_loss": self.best_valid}
             ),
             "averaged_checkpoints": tc.average_last,
+            "weights": weights,  # what model/ holds
             "parameters": sum(p.numel() for p in model.parameters()),
         }
         if self.model_config.n_classes:
