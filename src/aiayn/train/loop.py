@@ -1,13 +1,13 @@
 """The training loop (Phuong & Hutter 2022, Algorithm 11; Vaswani et al. 2017 §5).
 
-The trainer sets a run up (its directory, tokenizer, token stores, model, optimizer) and runs
-the loop; one optimizer step is ``aiayn.train.step`` and the logs, checkpoints, validation
-and the final model are ``aiayn.train.bookkeeping``. One loop for every run: token batches grouped by length, gradient accumulation, clipping,
-the warmup schedule, validation with keep-best, atomic checkpoints with exact resume, JSON-lines
-metrics, a progress bar and the curves at the end. On a GPU with mixed precision, and as several
-data-parallel processes under ``torchrun`` (see ``aiayn.train.distributed``): then every
-optimizer step takes ``accum_steps * world_size`` batches, rank r computing every
-``world_size``-th of them, and only rank 0 writes to the run directory.
+The trainer sets a run up (its directory, tokenizer, token stores, model, optimizer) and runs the
+loop; one optimizer step is ``aiayn.train.step`` and the logs, checkpoints, validation and the
+final model are ``aiayn.train.bookkeeping``. One loop for every run: token batches grouped by
+length, gradient accumulation, clipping, the warmup schedule, validation with keep-best, atomic
+checkpoints with exact resume, JSON-lines metrics, a progress bar and the curves at the end. On a
+GPU with mixed precision, and as several data-parallel processes under ``torchrun`` (see
+``aiayn.train.distributed``): then every optimizer step takes ``accum_steps * world_size`` batches,
+rank r computing every ``world_size``-th of them, and only rank 0 writes to the run directory.
 
 Run directory layout::
 
