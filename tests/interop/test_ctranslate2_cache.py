@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from aiayn.cli import main
-from aiayn.data.tokenizer import load_tokenizer
 from aiayn.errors import UserError
 from aiayn.model import build_model
 from aiayn.modeldir import save_model_dir
+from aiayn.modeldir.tokenizer_files import load_tokenizer
 from tests.conftest import REPO_ROOT
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is not installed (aiayn[ctranslate2])")
