@@ -144,14 +144,8 @@ def load_for(
             f"model (this directory fits: aiayn {FITS[have]})"
         )
     check_engine(engine, config, path)
-    if engine != "torch":
-        return Translator.from_dir(
-            directory,
-            quantize=quantize,
-            device=device,
-            dtype=dtype,
-            engine=engine,
-            cache_dir=cache_dir,
-        )
-    cls = Encoder if command == "embed" else api_class(config)
-    return cls.from_dir(directory, quantize=quantize, device=device, dtype=dtype)
+    if command == "embed":  # any encoder-only model embeds, a classifier's encoder too
+        return Encoder.from_dir(directory, quantize=quantize, device=device, dtype=dtype)
+    return load(
+        directory, quantize=quantize, device=device, dtype=dtype, engine=engine, cache_dir=cache_dir
+    )
