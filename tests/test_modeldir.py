@@ -234,3 +234,20 @@ def test_the_shipped_model_carries_its_hash():
     from aiayn.fileio import file_sha256
 
     assert recorded == {"model.safetensors": file_sha256(directory / "model.safetensors")}
+
+
+def test_a_model_directory_value_hashes_its_weights_once(tmp_path, tiny, monkeypatch):
+    """One ``ModelDir`` reads its weights' hash once, whoever asks: the model, the
+    fingerprint a conversion cache keys on, and the weights' digest itself."""
+    from aiayn.modeldir import ModelDir, weights
+
+    save_model_dir(tmp_path, build_model(tiny))
+    hashed = []
+    original = weights.file_sha256
+    monkeypatch.setattr(weights, "file_sha256", lambda p: hashed.append(p) or original(p))
+    directory = ModelDir(tmp_path)
+    directory.model()
+    digest = directory.weights_sha256()
+    assert directory.fingerprint()["weights_sha256"] == digest
+    assert hashed == [tmp_path / "model.safetensors"]
+    assert digest == original(tmp_path / "model.safetensors")

@@ -73,6 +73,7 @@ class ModelDir:
         self.data = _config_file(self.path)  # config.json, parsed once
         self.config = _model_config(self.data, self.path / CONFIG_FILE)
         self._saved_quantization = _saved_quantization(self.data, self.path / CONFIG_FILE)
+        self._weights_sha256: str | None = None  # hashed once, when first needed
 
     @classmethod
     def open(cls, path: ModelDir | Path | str) -> ModelDir:
@@ -111,8 +112,6 @@ class ModelDir:
         if self._weights_sha256 is None:
             self._weights_sha256 = weights_sha256(self.data, self.path)
         return self._weights_sha256
-
-    _weights_sha256: str | None = None
 
     def model(
         self,
