@@ -88,8 +88,9 @@ def test_argos_export_needs_a_language_pair(shipped, tmp_path):
     directory = tmp_path / "model"
     shutil.copytree(shipped[0], directory)
     (directory / "run.json").unlink()
-    with pytest.raises(UserError, match="names no language pair"):
+    with pytest.raises(UserError, match="names no language pair") as refused:
         export_argos(directory, tmp_path / "x.argosmodel")
+    assert str(refused.value).startswith(f"{directory}: its run.json")  # the path, as given
     summary = export_argos(directory, tmp_path / "x.argosmodel", source="de", target="en")
     assert summary["package"] == "translate-de_en-1_0"
 

@@ -167,8 +167,8 @@ def test_a_time_budget_decays_to_zero_where_the_time_runs_out(schedule):
         for _ in range(end + 3):
             got.append(timed.get_last_lr()[0])
             timed.optimizer.step()
-            spent["s"] += seconds  # the step's time, as the loop counts it
-            timed.step()
+            timed.step()  # inside the step, as the loop does
+            spent["s"] += seconds  # then the step's time, as the loop counts it
         told = TrainConfig(schedule=schedule, lr_scale=1e-3, warmup=warmup)
         _, by_steps = build_optimizer(torch.nn.Linear(2, 2), told, 16, total_steps=end)
         assert_close_to_scale(got, lrs(by_steps, end + 3), rel=1e-9)
@@ -186,7 +186,7 @@ def test_a_time_budget_never_ends_the_decay_after_the_step_limit():
     for _ in range(22):
         got.append(timed.get_last_lr()[0])
         timed.optimizer.step()
-        spent["s"] += 1.0
         timed.step()
+        spent["s"] += 1.0
     _, by_steps = build_optimizer(torch.nn.Linear(2, 2), config, 16, total_steps=20)
     assert_close_to_scale(got, lrs(by_steps, 22), rel=1e-12)

@@ -38,7 +38,8 @@ def languages_of(
     model_dir: ModelDir | Path, source: str | None, target: str | None
 ) -> tuple[str, str]:
     """The language pair: given, or the one the model was trained on (run.json)."""
-    data = ModelDir.open(model_dir).run.get("data", {})
+    directory = ModelDir.open(model_dir)
+    data, model_dir = directory.run.get("data", {}), directory.path
     source = source or data.get("src_lang")
     target = target or data.get("tgt_lang")
     if not source or not target:

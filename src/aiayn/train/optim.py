@@ -85,8 +85,9 @@ def build_optimizer(
     ``fused_adam``). The decay is decoupled and scaled by the scheduled learning rate
     (torch's AdamW: ``p -= lr * wd * p``).
     ``total_steps`` is where the cosine and linear schedules reach 0 (see ``schedule_steps``);
-    with ``train.max_minutes`` and ``spent_s`` (the training seconds spent so far, as the
-    budget counts them), where the budget runs out first (``budget_steps``), so that a fast
+    with ``train.max_minutes`` and ``spent_s`` (the training seconds the budget has counted:
+    the steps before the one the scheduler steps after, as the loop adds a step's seconds
+    once it is over), where the budget runs out first (``budget_steps``), so that a fast
     host decays over its many steps and a slow one over its few. Such a schedule follows the
     host's pace: two runs of one config end at the same learning rate, not the same steps.
     """
@@ -110,8 +111,8 @@ def build_optimizer(
         decay = decaying[config.schedule]
         budget_s = config.max_minutes * 60 if spent_s is not None else 0.0
 
-        def factor(i: int) -> float:
-            end = budget_steps(i, total_steps, spent_s() if budget_s else 0.0, budget_s)
+        def factor(i: int) -> float:  # after step i; the clock has counted the steps before it
+            end = budget_steps(i - 1, total_steps, spent_s() if budget_s else 0.0, budget_s)
             return decay(i + 1, config.warmup, end, config.lr_scale)
     else:
 
