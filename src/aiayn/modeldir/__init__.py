@@ -3,9 +3,9 @@
 A directory is read in one place, ``ModelDir``: opened once, it hands out the model, the
 tokenizer, what ``run.json`` says and a fingerprint of its files; the API, the CTranslate2
 engine and its cache, the exports, ``evaluate`` and the server take that value instead of
-reading paths again. Every file is read at most once per value (the weights once to check
-their hash, once to load them). Loading needs nothing but the directory, and trusts nothing
-in it:
+reading paths again. config.json and run.json are read once per value, and the weights are
+hashed once (then read once more for each model built from them). Loading needs nothing but
+the directory, and trusts nothing in it:
 
 * ``config.json`` must give every architecture key (``ARCHITECTURE_KEYS``: the fields that
   decide shapes or outputs); a missing one is an error naming it, never a default;

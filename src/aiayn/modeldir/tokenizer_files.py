@@ -42,11 +42,8 @@ def tokenizer_file(directory: Path) -> Path:
 
 def remove_tokenizer(directory: Path) -> None:
     """Delete the tokenizer of ``directory`` (every file of an imported one)."""
-    path = tokenizer_file(directory)
-    if path.name == VOCAB_MAP_FILE:
-        for name in IMPORTED_TOKENIZER_FILES:
-            (path.parent / name).unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
+    for path in tokenizer_paths(directory):
+        path.unlink(missing_ok=True)
 
 
 def tokenizer_sha256(directory: Path) -> str:
@@ -56,9 +53,8 @@ def tokenizer_sha256(directory: Path) -> str:
     if path.name != VOCAB_MAP_FILE:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     digest = hashlib.sha256()
-    for name in (VOCAB_MAP_FILE, *IMPORTED_TOKENIZER_FILES):
-        if (path.parent / name).is_file():
-            digest.update(name.encode() + b"\0" + (path.parent / name).read_bytes())
+    for part in tokenizer_paths(directory):
+        digest.update(part.name.encode() + b"\0" + part.read_bytes())
     return digest.hexdigest()
 
 

@@ -176,7 +176,7 @@ class Bookkeeping:
             paths = ckpt.list_checkpoints(self.ckpt_dir)[-tc.average_last :]
             model = build_model(self.model_config).to(self.ctx.device)
             model.load_state_dict(ckpt.average_checkpoints(paths))
-            steps = ", ".join(str(int(p.stem.rsplit("-", 1)[1])) for p in paths)
+            steps = ", ".join(str(ckpt.checkpoint_step(p)) for p in paths)
             weights = (
                 f"the average of the last {len(paths)} checkpoints (steps {steps}), as "
                 f"train.average_last = {tc.average_last} asks"

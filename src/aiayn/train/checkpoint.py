@@ -26,13 +26,18 @@ def checkpoint_path(directory: Path, step: int) -> Path:
     return Path(directory) / f"checkpoint-{step:08d}.pt"
 
 
+def checkpoint_step(path: Path) -> int:
+    """The step a checkpoint file (``checkpoint_path``) was written at."""
+    return int(_NAME.match(Path(path).name).group(1))
+
+
 def list_checkpoints(directory: Path) -> list[Path]:
     """Complete checkpoints in ``directory``, oldest first (temporary files are ignored)."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
+    found = [p for p in directory.iterdir() if _NAME.match(p.name)]
+    return sorted(found, key=checkpoint_step)
 
 
 def rng_state() -> dict:
