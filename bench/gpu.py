@@ -105,9 +105,10 @@ def bf16_matmul_rate(n: int = 8192, repeats: int = 10) -> float:
     return 2 * n**3 / statistics.median(times)
 
 
-def wmt_batches(seed: int = 0) -> list[Batch]:
+def wmt_batches(seed: int = 0, multiple: int = 1) -> list[Batch]:
     """One ~``MAX_TOKENS``-token batch per length of ``LENGTHS``: sentences of that padded
-    length and a little less (a length bucket), random regular ids, on the GPU."""
+    length and a little less (a length bucket), random regular ids, on the GPU; with
+    ``multiple``, the same sentences padded to the next multiple of it."""
     g = torch.Generator().manual_seed(seed)
     batches = []
     for width in LENGTHS:
@@ -119,13 +120,19 @@ def wmt_batches(seed: int = 0) -> list[Batch]:
             src.append(torch.randint(4, VOCAB, (s,), generator=g).tolist())
             tgt.append(torch.randint(4, VOCAB, (t,), generator=g).tolist())
         batch = Batch(
-            src=pad(src),
-            tgt_in=pad([[BOS] + y for y in tgt]),
-            tgt_out=pad([y + [EOS] for y in tgt]),
+            src=pad_to(pad(src), multiple),
+            tgt_in=pad_to(pad([[BOS] + y for y in tgt]), multiple),
+            tgt_out=pad_to(pad([y + [EOS] for y in tgt]), multiple),
             index=list(range(rows)),
         )
         batches.append(batch.to(torch.device(DEVICE)))
     return batches
+
+
+def pad_to(ids: torch.Tensor, multiple: int) -> torch.Tensor:
+    """``ids`` (B, T) padded at the end to a width that is a multiple of ``multiple``."""
+    extra = -ids.size(1) % multiple
+    return torch.nn.functional.pad(ids, (0, extra), value=PAD) if extra else ids
 
 
 def peer_loss(model, batch):
@@ -191,20 +198,48 @@ def step_section(args, peak: float) -> dict:
     def aiayn_compiled_loss(model, batch):
         return seq2seq_loss(model, batch, 0.1, PAD, nll_fn=compiled_nll)
 
+    def mask_tensor(loss):
+        """``loss`` with the decoder's causal mask as a (B, 1, T, T) tensor, as before the
+        kernel's own causal mask (``padded_right``)."""
+
+        def with_tensor_mask(model, batch):
+            decode = model.decode
+            model.decode = lambda *a, **kw: decode(*a, **{**kw, "padded_right": False})
+            try:
+                return loss(model, batch)
+            finally:
+                del model.decode
+
+        return with_tensor_mask
+
+    # name: (the model, its loss, compiled, the batches' width a multiple of)
     entries = {
-        "aiayn eager": (lambda: build_model(config), aiayn_loss),
-        "aiayn compiled": (lambda: build_model(config), aiayn_compiled_loss),
-        "aiayn eager, CPU loss chunks": (lambda: build_model(config), cpu_chunked_loss),
-        "marian": (lambda: Marian(config), peer_loss),
-        "torch.nn.Transformer": (lambda: TorchTransformer(config), peer_loss),
-    }
+        "aiayn eager": (lambda: build_model(config), aiayn_loss, False, 1),
+        "aiayn eager, mask tensor": (lambda: build_model(config), mask_tensor(aiayn_loss),
+                                     False, 1),
+        "aiayn compiled": (lambda: build_model(config), aiayn_compiled_loss, True, 1),
+        "aiayn compiled, mask tensor": (lambda: build_model(config),
+                                        mask_tensor(aiayn_compiled_loss), True, 1),
+        "aiayn compiled, widths x8": (lambda: build_model(config), aiayn_compiled_loss, True, 8),
+        "aiayn eager, CPU loss chunks": (lambda: build_model(config), cpu_chunked_loss, False, 1),
+        "marian": (lambda: Marian(config), peer_loss, False, 1),
+        "torch.nn.Transformer": (lambda: TorchTransformer(config), peer_loss, False, 1),
+    }  # fmt: skip
+    if args.step_models:
+        wanted = args.step_models.split(";")
+        unknown = set(wanted) - set(entries)
+        if unknown:
+            raise SystemExit(f"--step-models: unknown {sorted(unknown)}; known: {list(entries)}")
+        entries = {name: entries[name] for name in wanted}
+    widths = {m: wmt_batches(multiple=m) if m > 1 else batches for *_, m in entries.values()}
     models, steps, out = {}, {}, {}
-    for name, (build, loss) in entries.items():
+    for name, (build, loss, compiled, multiple) in entries.items():
         try:
             model = build().to(DEVICE).train()
             before = memory_allocated()
             reset_peak()
-            if name == "aiayn compiled":
+            batches = widths[multiple]
+            if compiled:
                 graphs0 = compiling.compiled_graphs()
                 compiling.compile_layers(model)
                 step = make_step(model, loss)
@@ -233,10 +268,12 @@ def step_section(args, peak: float) -> dict:
         except Exception as error:  # a peer that fails is recorded, the others go on
             traceback.print_exc()
             out[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
+    batches = widths[1] if 1 in widths else wmt_batches()
     times = {name: [] for name in steps}
     for _ in range(args.rounds):  # in turn, so that drift hits every model alike
         for name, step in steps.items():
-            times[name].append(sum(timed_step(step, b) for b in batches))
+            mine = widths[entries[name][3]]
+            times[name].append(sum(timed_step(step, b) for b in mine))
     for name, runs in times.items():
         seconds = statistics.median(runs) / len(batches)
         out[name].update(
@@ -246,15 +283,29 @@ def step_section(args, peak: float) -> dict:
         )
     if "aiayn compiled" in out and "graphs_after_warmup" in out["aiayn compiled"]:
         out["aiayn compiled"]["graphs_after_rounds"] = compiling.compiled_graphs()
-    for name in ("aiayn eager", "marian", "torch.nn.Transformer"):
-        if name in models:  # the counted FLOPs of each model's steps, over the measured rate
-            loss = entries[name][1]
-            flops = sum(step_flops(models[name], loss, b) for b in batches) / len(batches)
-            out[name]["flops_per_step"] = flops
-            out[name]["mfu"] = flops / out[name]["step_s"] / peak
-            if name == "aiayn eager" and "step_s" in out.get("aiayn compiled", {}):
-                out["aiayn compiled"]["flops_per_step"] = flops
-                out["aiayn compiled"]["mfu"] = flops / out["aiayn compiled"]["step_s"] / peak
+    # the counted FLOPs of each model's steps (on the unpadded widths: the useful work), over
+    # the measured rate; every aiayn row does the eager model's work
+    aiayn_flops = None
+    for name in ("aiayn eager", "aiayn compiled", "marian", "torch.nn.Transformer"):
+        if name not in models or "step_s" not in out[name]:
+            continue
+        if name.startswith("aiayn") and aiayn_flops is not None:
+            flops = aiayn_flops
+        else:
+            loss = aiayn_loss if name.startswith("aiayn") else entries[name][1]
+            model = models[name]
+            if name == "aiayn compiled":  # count on a plain copy: the compiled layers hide ops
+                model = build_model(config).to(DEVICE).train()
+            flops = sum(step_flops(model, loss, b) for b in batches) / len(batches)
+            if name.startswith("aiayn"):
+                aiayn_flops = flops
+        for row in out:
+            if row.startswith("aiayn") if name.startswith("aiayn") else row == name:
+                if "step_s" in out[row]:
+                    out[row]["flops_per_step"] = flops
+                    out[row]["mfu"] = flops / out[row]["step_s"] / peak
+    if args.profile_step and "aiayn compiled" in steps:
+        out["aiayn compiled"]["profile"] = profile_step(steps["aiayn compiled"], batches, args)
     record = {
         "batches": [[b.src.size(0), b.src.size(1), b.tgt_out.size(1)] for b in batches],
         "target_tokens": tokens,
@@ -274,6 +325,48 @@ def step_section(args, peak: float) -> dict:
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
     return record
+
+
+# kernel names by kind, for the profile's share of GPU time (cuBLAS / CUTLASS matrix products,
+# the fused attention kernels, Inductor's Triton kernels, the rest)
+KERNEL_KINDS = (
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_")),
+    ("attention", ("flash", "fmha", "attention", "efficient_attention")),
+    ("triton", ("triton",)),
+    ("optimizer", ("adam",)),
+)
+
+
+def profile_step(step, batches, args) -> dict:
+    """torch.profiler over one step per batch: GPU time by kernel kind (matrix products,
+    attention, Inductor's fused kernels, the optimizer, the rest), the table written beside the
+    record with --copy-to."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if DEVICE == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        for b in batches:
+            step(b)
+        sync()
+    events = profiler.key_averages()
+    kinds: dict[str, float] = {}
+    for e in events:
+        us = getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
+        if not us or e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        name = e.key.lower()
+        kind = next((k for k, words in KERNEL_KINDS if any(w in name for w in words)), "other")
+        kinds[kind] = kinds.get(kind, 0.0) + us / 1e6
+    total = sum(kinds.values())
+    if args.copy_to:
+        sort = "self_cuda_time_total" if DEVICE == "cuda" else "self_cpu_time_total"
+        Path(args.copy_to).mkdir(parents=True, exist_ok=True)
+        table = events.table(sort_by=sort, row_limit=40)
+        (Path(args.copy_to) / "profile-step.txt").write_text(table)
+    return {
+        "gpu_s_per_step": total / len(batches),
+        "share": {k: v / total for k, v in sorted(kinds.items())} if total else {},
+    }
 
 
 def memory_allocated() -> int:
@@ -531,6 +624,14 @@ def main() -> None:
     parser.add_argument("--loop-seconds", type=float, default=90.0)
     parser.add_argument("--compile-allowance", type=float, default=45.0,
                         help="seconds added to the compiled run's training time")  # fmt: skip
+    parser.add_argument(
+        "--step-models", default="", help="the step section's rows, separated by ; (default: all)"
+    )
+    parser.add_argument(
+        "--profile-step",
+        action="store_true",
+        help="profile the compiled step (GPU time by kernel kind)",
+    )
     parser.add_argument("--work", default="/tmp/aiayn-gpu-bench")
     parser.add_argument("--copy-to", help="also write the record into this directory")
     parser.add_argument("--smoke", action="store_true", help="the tiny preset on the CPU")

@@ -315,3 +315,45 @@ def test_attention_runs_in_float32_under_cpu_autocast(tiny, monkeypatch):
     seen.clear()
     model(src, tgt)
     assert seen == [(torch.float32,) * 3 + (False,)] * layers
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only"])
+def test_kernel_causal_mask_equals_the_tensor_mask_at_real_positions(config, family):
+    """``padded_right`` (training batches) leaves the causal mask to the attention kernel
+    (``masks.CAUSAL``): the same states at every real position, and the same gradients of a
+    loss over them, as the explicit causal-and-padding mask."""
+    model = build_model(config.replace(family=family)).train()
+    y = tokens(3, 7)
+    y[0, 4:], y[1, 6:] = PAD, PAD  # padded at the end, as batches are
+    keep = y != PAD
+    args = (tokens(3, 5), y) if family == "encoder-decoder" else (y,)
+    outputs, grads = [], []
+    for padded_right in (False, True):
+        model.zero_grad()
+        states = model(*args, select=keep, logits=False, padded_right=padded_right)  # (n, D)
+        (states * torch.linspace(-1, 1, states.size(-1))).sum().backward()
+        outputs.append(states.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert_close_to_scale(outputs[1], outputs[0])
+    for got, expected in zip(grads[1], grads[0], strict=True):
+        assert_close_to_scale(got, expected)
+
+
+def test_kernel_causal_mask_gives_the_weights_of_the_tensor_mask(tiny):
+    """With attention weights asked for, ``CAUSAL`` becomes the explicit causal mask."""
+    model = build_model(tiny).eval()
+    src, tgt = tokens(2, 5), tokens(2, 6)
+    memory, src_mask = model.encode(src)
+    records = [{}, {}]
+    for record, padded_right in zip(records, (False, True), strict=True):
+        model.decode(tgt, memory, src_mask, attention=record, padded_right=padded_right)
+    for got, expected in zip(records[1]["decoder_self"], records[0]["decoder_self"], strict=True):
+        assert_close_to_scale(got, expected)
+        assert (got[..., 0, 1:] == 0).all()  # the first query sees only itself
+
+
+def test_causal_is_refused_where_it_means_nothing(tiny):
+    attn = build_model(tiny).decoder.layers[0].cross_attn
+    x = torch.randn(1, 3, tiny.d_model)
+    with pytest.raises(ValueError, match="CAUSAL"):
+        attn(x, x, mask=masks.CAUSAL)

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.model.masks import CAUSAL, causal_mask
+
 
 def attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: float = 0.0
@@ -42,13 +44,17 @@ def attention(
 CPU_AUTOCAST_FLOAT32 = True
 
 
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
-    """``F.scaled_dot_product_attention`` (B, H, T, Dh), in float32 under CPU autocast."""
+def fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float, causal: bool = False
+) -> Tensor:
+    """``F.scaled_dot_product_attention`` (B, H, T, Dh), in float32 under CPU autocast;
+    ``causal``: the unidirectional mask left to the kernel (``is_causal``, no ``mask``)."""
+    kw = dict(attn_mask=mask, dropout_p=dropout, is_causal=causal)
     if CPU_AUTOCAST_FLOAT32 and q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
         with torch.autocast("cpu", enabled=False):
             q, k, v = q.float(), k.float(), v.float()
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+            return F.scaled_dot_product_attention(q, k, v, **kw)
+    return F.scaled_dot_product_attention(q, k, v, **kw)
 
 
 # Decoding on a CPU reads a cache in first (``KVCache.stream_in``): one pass over its keys and
@@ -234,7 +240,9 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` (B, T, D) to itself, or to ``memory`` (B, S, D) when given.
 
-        ``mask`` is bool and broadcasts to (B, H, T, S), True = may attend. With a ``cache``,
+        ``mask`` is bool and broadcasts to (B, H, T, S), True = may attend, or
+        ``aiayn.model.masks.CAUSAL`` (self-attention without a cache: the kernel's own causal
+        mask). With a ``cache``,
         self-attention appends this call's keys/values to it, and cross-attention computes
         the memory's keys/values on the first call only. ``memory`` (and the cached keys and
         values) may hold one row per K rows of ``x`` (B = B' * K, consecutive rows sharing
@@ -246,6 +254,11 @@ class MultiHeadAttention(nn.Module):
         """
         d = self.d_model
         rows = None
+        causal = mask is CAUSAL
+        if causal:
+            if cache is not None or memory is not None:
+                raise ValueError("CAUSAL is a mask of self-attention over a whole sequence")
+            mask = None
         if packing is not None:  # (n, D) real tokens: project them, then lay them out
             rows, x = x, packing.unpack(self.in_proj(x))  # (n, D), (B, T, 3D)
             q, k, v = x.split(d, dim=-1)  # 3 x (B, T, D)
@@ -279,9 +292,11 @@ class MultiHeadAttention(nn.Module):
             cache.stream_in()  # one query per row: a decoding step on a CPU
         weights = None
         if need_weights:
+            if causal:
+                mask = causal_mask(t, q.device)  # (1, 1, T, T)
             out, weights = attention(q, k, v, mask, p)  # (B, H, T, Dh)
         else:
-            out = fused_attention(q, k, v, mask, p)
+            out = fused_attention(q, k, v, mask, p, causal)
         if group > 1:  # back to one row per beam: (B'*K, H, T, Dh)
             out = out.view(k.size(0), self.n_heads, group, t, self.d_head).transpose(1, 2)
             if weights is not None:

@@ -43,14 +43,15 @@ class DecoderOnly(nn.Module):
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
         logits: bool = True,
+        padded_right: bool = False,
     ) -> Tensor:
         """Next-token logits (B, T, V) for ``tokens`` (B, T); with ``state``, new tokens only;
         (n, V) for the positions of ``select`` (B, T) only. The last step is the unembedding
         (Phuong & Hutter 2022, Algorithm 7, softmax left out); ``logits=False`` stops before
-        it, returning the states (as ``EncoderDecoder.decode``)."""
+        it, returning the states; ``padded_right`` as ``EncoderDecoder.decode``."""
         pad = self.config.pad_id
         if state is None:
-            offset, mask = 0, masks.causal_padding_mask(tokens, pad)  # (B, 1, T, T)
+            offset, mask = 0, masks.self_attention_mask(tokens, pad, padded_right)
             caches = None
         else:
             offset, mask = state.offset, state.advance(tokens, pad)  # (B, 1, t, L)

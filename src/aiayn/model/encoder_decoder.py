@@ -77,6 +77,7 @@ class EncoderDecoder(nn.Module):
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
         logits: bool = True,
+        padded_right: bool = False,
     ) -> Tensor:
         """Target tokens (B, T) and memory (B, S, D) to next-token logits (B, T, V).
 
@@ -87,10 +88,13 @@ class EncoderDecoder(nn.Module):
         loss or the decoder), its weights tied to the embedding by default (§3.4). With
         ``logits=False``, the decoder's states (B, T, D) or (n, D) before it: a loss that
         unembeds them a chunk at a time (``aiayn.train.objectives.unembedded_loss``).
+        ``padded_right``: the caller vouches that ``tgt`` is padded at the end only, as
+        training batches are; self-attention then leaves its causal mask to the attention
+        kernel (``masks.CAUSAL``), the same mask at every real position.
         """
         pad = self.config.pad_id
         if state is None:
-            offset, self_mask = 0, masks.causal_padding_mask(tgt, pad)  # (B, 1, T, T)
+            offset, self_mask = 0, masks.self_attention_mask(tgt, pad, padded_right)
         else:
             offset, self_mask = state.offset, state.advance(tgt, pad)  # (B, 1, t, L)
             src_mask = state.memory_mask if src_mask is None else src_mask
@@ -106,9 +110,13 @@ class EncoderDecoder(nn.Module):
         attention: AttentionRecord | None = None,
         select: Tensor | None = None,
         logits: bool = True,
+        padded_right: bool = False,
     ) -> Tensor:
         """Teacher-forced logits (B, T, V) for target inputs ``tgt`` (B, T) given ``src`` (B, S);
         (n, V) for the positions of ``select`` (B, T) only (training skips padding); the
-        states before the unembedding with ``logits=False``."""
+        states before the unembedding with ``logits=False``; ``padded_right`` as ``decode``."""
         memory, src_mask = self.encode(src, attention)
-        return self.decode(tgt, memory, src_mask, attention=attention, select=select, logits=logits)
+        return self.decode(
+            tgt, memory, src_mask, attention=attention, select=select, logits=logits,
+            padded_right=padded_right,
+        )  # fmt: skip

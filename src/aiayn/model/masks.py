@@ -44,6 +44,29 @@ def causal_mask(length: int, device: torch.device | None = None, offset: int = 0
     return (k <= q)[None, None]  # (1, 1, T, offset+T)
 
 
+class _Causal:
+    """The type of ``CAUSAL``: no tensor, a request to the attention kernel."""
+
+    def __repr__(self) -> str:
+        return "CAUSAL"
+
+
+CAUSAL = _Causal()
+"""The unidirectional Mask of a batch padded at the end only (or not at all), passed as
+``is_causal=True`` to ``scaled_dot_product_attention`` instead of a (B, 1, T, T) tensor: the
+fused kernels (flash attention on a GPU) then skip the masked blocks instead of reading a mask.
+At every real query it is the same mask as ``causal_padding_mask``: with padding only at the
+end, the keys a real token may see (itself and earlier ones) are all real. Padding positions
+attend to earlier padding too; their outputs are never read."""
+
+
+def self_attention_mask(tokens: Tensor, pad_id: int, padded_right: bool) -> Tensor | _Causal:
+    """The decoder's self-attention mask for a whole sequence (no cache): ``CAUSAL`` where the
+    caller vouches that ``tokens`` (B, T) are padded at the end only (training batches), else
+    ``causal_padding_mask`` (B, 1, T, T)."""
+    return CAUSAL if padded_right else causal_padding_mask(tokens, pad_id)
+
+
 def causal_padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Causal mask combined with key padding for decoder self-attention. (B, 1, T, T)."""
     length = tokens.size(1)

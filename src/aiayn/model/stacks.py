@@ -158,7 +158,9 @@ class Encoder(nn.Module):
 
         Then the outputs at padding positions are zeros rather than values nothing reads.
         """
-        if torch.is_grad_enabled() or caches is not None or weights is not None or mask is None:
+        if torch.is_grad_enabled() or caches is not None or weights is not None:
+            return None
+        if not isinstance(mask, Tensor):  # no mask, or CAUSAL: no padding to skip
             return None
         if mask.size(-2) != 1:  # (B, 1, T, T) causal masks: every row is a real query
             return None

@@ -123,9 +123,12 @@ def unembedded_loss(
 def seq2seq_loss(
     model, batch, smoothing: float, pad_id: int, nll_fn=None
 ) -> tuple[Tensor, Tensor, int]:
-    """Teacher-forced loss of an encoder-decoder on a ``Batch`` (Phuong & Hutter Algorithm 11)."""
+    """Teacher-forced loss of an encoder-decoder on a ``Batch`` (Phuong & Hutter Algorithm 11).
+
+    Targets are padded at the end only (``aiayn.data.batching.pad``), so the decoder's causal
+    mask is left to the attention kernel (``padded_right``)."""
     keep = batch.tgt_out != pad_id  # (B, T)
-    states = model(batch.src, batch.tgt_in, select=keep, logits=False)  # (n, D)
+    states = model(batch.src, batch.tgt_in, select=keep, logits=False, padded_right=True)  # (n, D)
     target = batch.tgt_out[keep]  # (n,)
     return unembedded_loss(model.unembed, states, target, smoothing, pad_id, nll_fn)
 
@@ -133,9 +136,10 @@ def seq2seq_loss(
 def causal_lm_loss(
     model, batch, smoothing: float, pad_id: int, nll_fn=None
 ) -> tuple[Tensor, Tensor, int]:
-    """Next-token loss of a decoder-only model (Phuong & Hutter 2022, Algorithm 13)."""
+    """Next-token loss of a decoder-only model (Phuong & Hutter 2022, Algorithm 13); blocks
+    padded at the end only, if at all (``padded_right``, as ``seq2seq_loss``)."""
     keep = batch.targets != pad_id  # (B, T)
-    states = model(batch.inputs, select=keep, logits=False)  # (n, D)
+    states = model(batch.inputs, select=keep, logits=False, padded_right=True)  # (n, D)
     target = batch.targets[keep]  # (n,)
     return unembedded_loss(model.unembed, states, target, smoothing, pad_id, nll_fn)
 
