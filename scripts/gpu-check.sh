@@ -34,7 +34,7 @@ if [[ $parts == *tests* ]]; then
         tee "$out/gpu-tests.log" | tail -15 || status=1
 fi
 if [[ $parts == *bench* ]]; then
-    timeout 420 python3 bench/gpu.py --sections "$sections" --copy-to "$out" "${@:4}" 2>&1 |
+    timeout "${BENCH_SECONDS:-420}" python3 bench/gpu.py --sections "$sections" --copy-to "$out" "${@:4}" 2>&1 |
         tee -a "$out/bench.log" | tail -80 || status=1
 fi
 if [[ $parts == *suite* ]]; then
@@ -51,9 +51,9 @@ if [[ $parts == *nccl* ]]; then
         --set train.checkpoint_every=20 --set train.average_last=0 --set train.max_tokens=8000)
     {
         echo "== train 40 steps"
-        NCCL_DEBUG=INFO timeout 150 python3 "${train[@]}" --set train.max_steps=40
+        NCCL_DEBUG=INFO timeout 90 python3 "${train[@]}" --set train.max_steps=40
         echo "== resume to 60 steps"
-        NCCL_DEBUG=INFO timeout 150 python3 "${train[@]}" --set train.max_steps=60
+        NCCL_DEBUG=INFO timeout 90 python3 "${train[@]}" --set train.max_steps=60
         echo "== metrics"
         grep -E '"event"|valid_loss' "$run/metrics.jsonl"
     } >"$out/nccl.log" 2>&1 || status=1
