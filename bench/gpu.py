@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from aiayn.config import ModelConfig  # noqa: E402
 from aiayn.data.batching import Batch, pad  # noqa: E402
 from aiayn.data.tokenizer import BOS, EOS, PAD  # noqa: E402
+from aiayn.model import attention as attention_module  # noqa: E402
 from aiayn.model import build_model  # noqa: E402
 from aiayn.train import compiling, objectives  # noqa: E402
 from aiayn.train.objectives import label_smoothed_nll, seq2seq_loss  # noqa: E402
@@ -212,11 +213,26 @@ def step_section(args, peak: float) -> dict:
 
         return with_tensor_mask
 
+    def cudnn_attention(loss):
+        """``loss`` with PyTorch's own choice of attention kernel (cuDNN's first on Hopper)."""
+
+        def with_cudnn(model, batch):
+            chosen = attention_module.CUDA_HALF_BACKENDS
+            attention_module.CUDA_HALF_BACKENDS = [SDPBackend.CUDNN_ATTENTION, *chosen]
+            try:
+                return loss(model, batch)
+            finally:
+                attention_module.CUDA_HALF_BACKENDS = chosen
+
+        return with_cudnn
+
     # name: (the model, its loss, compiled, the batches' width a multiple of)
     entries = {
         "aiayn eager": (lambda: build_model(config), aiayn_loss, False, 1),
         "aiayn eager, mask tensor": (lambda: build_model(config), mask_tensor(aiayn_loss),
                                      False, 1),
+        "aiayn eager, cuDNN attention": (lambda: build_model(config), cudnn_attention(aiayn_loss),
+                                         False, 1),
         "aiayn compiled": (lambda: build_model(config), aiayn_compiled_loss, True, 1),
         "aiayn compiled, mask tensor": (lambda: build_model(config),
                                         mask_tensor(aiayn_compiled_loss), True, 1),
@@ -330,8 +346,8 @@ def step_section(args, peak: float) -> dict:
 # kernel names by kind, for the profile's share of GPU time (cuBLAS / CUTLASS matrix products,
 # the fused attention kernels, Inductor's Triton kernels, the rest)
 KERNEL_KINDS = (
-    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_")),
-    ("attention", ("flash", "fmha", "attention", "efficient_attention")),
+    ("attention", ("flash", "fmha", "attention", "sdpa", "compute_dot_do_o")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas")),
     ("triton", ("triton",)),
     ("optimizer", ("adam",)),
 )
@@ -367,6 +383,60 @@ def profile_step(step, batches, args) -> dict:
         "gpu_s_per_step": total / len(batches),
         "share": {k: v / total for k, v in sorted(kinds.items())} if total else {},
     }
+
+
+def attention_section(args) -> dict:
+    """Each attention kernel (cuDNN, flash, memory-efficient, math) on its own, forward and
+    backward in bf16, at the step section's batch shapes (8 heads of 64): self-attention with
+    a key-padding mask (the encoder's, and cross-attention's) and with the causal mask left to
+    the kernel (the decoder's). Milliseconds summed over the shapes; a kernel that refuses the
+    inputs is named with its reason."""
+    heads, d_head = 8, 64
+    backends = {
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+    g = torch.Generator().manual_seed(0)
+    shapes = []
+    for width in LENGTHS:
+        rows = MAX_TOKENS // width
+        lengths = torch.randint(max(width - 5, 2), width + 1, (rows,), generator=g)
+        real = torch.arange(width)[None, :] < lengths[:, None]  # (B, S)
+        shapes.append((rows, width, real[:, None, None, :].to(DEVICE)))  # (B, 1, 1, S)
+    out = {}
+    for kind in ("padding mask", "causal"):
+        for name, backend in backends.items():
+            total = 0.0
+            try:
+                for rows, width, mask in shapes:
+                    q, k, v = (
+                        torch.randn(rows, heads, width, d_head, device=DEVICE,
+                                    dtype=torch.bfloat16, requires_grad=True)
+                        for _ in range(3)
+                    )  # fmt: skip
+                    kw = {"attn_mask": mask} if kind == "padding mask" else {"is_causal": True}
+                    grad = torch.randn_like(q)
+
+                    def run(q=q, k=k, v=v, kw=kw, grad=grad, backend=backend):
+                        with sdpa_kernel([backend]):
+                            torch.nn.functional.scaled_dot_product_attention(
+                                q, k, v, **kw
+                            ).backward(grad)
+
+                    for _ in range(3):
+                        run()
+                    times = []
+                    for _ in range(args.rounds * 5):
+                        _, stop = timer()
+                        run()
+                        times.append(stop())
+                    total += statistics.median(times)
+                out[f"{kind}, {name}"] = {"ms": total * 1e3}
+            except RuntimeError as error:  # this kernel does not take these inputs
+                out[f"{kind}, {name}"] = {"error": str(error).splitlines()[0][:200]}
+    return out
 
 
 def memory_allocated() -> int:
@@ -659,6 +729,8 @@ def main() -> None:
                 for key in ("eager_vs_marian", "compiled_vs_marian", "mfu_compiled"):
                     if key in record["step"]:
                         record[key] = record["step"][key]
+            elif section == "attention":
+                record["attention"] = attention_section(args)
             elif section == "decode":
                 record["decode"] = decode_section(args)
                 record["beam4_vs_marian"] = record["decode"]["beam4_vs_marian"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from aiayn.model.masks import CAUSAL, causal_mask
 
@@ -44,12 +45,24 @@ def attention(
 CPU_AUTOCAST_FLOAT32 = True
 
 
+# On a GPU, half-precision attention runs on the flash, memory-efficient or math kernels, not
+# cuDNN's: PyTorch picks cuDNN's kernel first on Hopper GPUs, and at a translation model's
+# lengths (tens of tokens) it took 10x the flash kernel's time in training, and decoding in
+# bf16 ran 8x slower with it than in float32 (a new key length each step). bench/gpu.py's
+# ``attention`` section times each kernel at the training batches' shapes.
+CUDA_HALF_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
 def fused_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float, causal: bool = False
 ) -> Tensor:
-    """``F.scaled_dot_product_attention`` (B, H, T, Dh), in float32 under CPU autocast;
-    ``causal``: the unidirectional mask left to the kernel (``is_causal``, no ``mask``)."""
+    """``F.scaled_dot_product_attention`` (B, H, T, Dh), in float32 under CPU autocast, on
+    ``CUDA_HALF_BACKENDS`` in half precision on a GPU; ``causal``: the unidirectional mask
+    left to the kernel (``is_causal``, no ``mask``)."""
     kw = dict(attn_mask=mask, dropout_p=dropout, is_causal=causal)
+    if q.is_cuda and q.dtype != torch.float32:
+        with sdpa_kernel(CUDA_HALF_BACKENDS):
+            return F.scaled_dot_product_attention(q, k, v, **kw)
     if CPU_AUTOCAST_FLOAT32 and q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
         with torch.autocast("cpu", enabled=False):
             q, k, v = q.float(), k.float(), v.float()
