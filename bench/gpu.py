@@ -213,12 +213,17 @@ def step_section(args, peak: float) -> dict:
 
         return with_tensor_mask
 
+    ALL_KERNELS = [  # noqa: N806
+        SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.MATH,
+    ]  # fmt: skip
+
     def cudnn_attention(loss):
         """``loss`` with PyTorch's own choice of attention kernel (cuDNN's first on Hopper)."""
 
         def with_cudnn(model, batch):
             chosen = attention_module.CUDA_HALF_BACKENDS
-            attention_module.CUDA_HALF_BACKENDS = [SDPBackend.CUDNN_ATTENTION, *chosen]
+            attention_module.CUDA_HALF_BACKENDS = ALL_KERNELS  # torch's own pick
             try:
                 return loss(model, batch)
             finally:
@@ -234,6 +239,8 @@ def step_section(args, peak: float) -> dict:
         "aiayn eager, cuDNN attention": (lambda: build_model(config), cudnn_attention(aiayn_loss),
                                          False, 1),
         "aiayn compiled": (lambda: build_model(config), aiayn_compiled_loss, True, 1),
+        "aiayn compiled, cuDNN attention": (lambda: build_model(config),
+                                            cudnn_attention(aiayn_compiled_loss), True, 1),
         "aiayn compiled, mask tensor": (lambda: build_model(config),
                                         mask_tensor(aiayn_compiled_loss), True, 1),
         "aiayn compiled, widths x8": (lambda: build_model(config), aiayn_compiled_loss, True, 8),
