@@ -165,3 +165,31 @@ def test_a_compiled_step_on_cuda_equals_eager(sample_corpus, tmp_path):
     fast = trainer.objective(batch, 0.1, PAD)[0]
     eager = objectives.seq2seq_loss(plain, batch, 0.1, PAD)[0]
     assert_close_to_scale(fast.detach(), eager.detach(), rel=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["padding mask", "causal"])
+def test_half_precision_attention_on_its_chosen_kernels_equals_the_written_out_formula(kind):
+    """bf16 attention on ``CUDA_HALF_BACKENDS`` (not cuDNN's kernel) against eq. 1 in float32,
+    forward and gradients, within bf16's rounding."""
+    from aiayn.model import attention as attn
+    from aiayn.model.masks import causal_mask
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(6, 8, 23, 64, device="cuda", generator=g) for _ in range(3))
+    if kind == "causal":
+        mask, causal = None, True
+        reference_mask = causal_mask(23, q.device)
+    else:
+        lengths = torch.tensor([23, 20, 5, 23, 1, 17], device="cuda")
+        mask = (torch.arange(23, device="cuda")[None, :] < lengths[:, None])[:, None, None, :]
+        causal, reference_mask = False, mask
+    half = [x.bfloat16().requires_grad_() for x in (q, k, v)]
+    full = [x.clone().requires_grad_() for x in (q, k, v)]
+    out = attn.fused_attention(*half, mask, 0.0, causal)
+    expected, _ = attn.attention(*full, reference_mask)
+    grad = torch.randn(expected.shape, device="cuda", generator=g)
+    out.backward(grad.bfloat16())
+    expected.backward(grad)
+    assert_close_to_scale(out.float(), expected.detach(), rel=2e-2)
+    for got, want in zip(half, full, strict=True):
+        assert_close_to_scale(got.grad.float(), want.grad, rel=3e-2)
