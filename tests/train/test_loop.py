@@ -284,3 +284,22 @@ def test_a_validation_loss_out_of_range_stops_the_run(sample_corpus, tmp_path):
     trainer._valid_loss = lambda model: 1e9
     with pytest.raises(FloatingPointError, match=r"step 3: the validation loss is 1e\+09"):
         trainer.fit()
+
+
+def test_a_run_resumed_with_another_learning_rate_steps_at_the_new_one(sample_corpus, tmp_path):
+    """The optimizer's state holds the rate of the step after the checkpoint: a run resumed
+    with a lower train.lr_scale (after it diverged) must not take that step at the old rate."""
+    from aiayn.train.optim import noam_lr
+
+    Trainer(load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=5)), tmp_path,
+            progress=False).fit()  # fmt: skip
+    same = Trainer(load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=9)),
+                   tmp_path, progress=False)  # fmt: skip
+    saved = ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "checkpoints")[-1])
+    assert same.optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]
+    same.close()
+    lower = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=9, lr_scale=0.5))
+    trainer = Trainer(lower, tmp_path, progress=False)
+    d_model = trainer.model_config.d_model
+    assert trainer.optimizer.param_groups[0]["lr"] == noam_lr(6, d_model, 20, 0.5)
+    trainer.close()

@@ -10,8 +10,8 @@ Every model directory aiayn writes says where its weights come from::
 
 with ``"dtype": "float16"`` when the weights were stored in half precision, ``"diverged":
 true`` on an averaged checkpoint saved while its run diverged (averaged only when asked), and
-``"quantized": {"method": "int8", "include_output": true}`` in an int8 copy
-(``aiayn quantize``). ``describe`` turns the record into the words ``aiayn evaluate`` and the
+``"quantized": {"method": "int8", "include_output": true}, "from": SOURCE`` in an int8 copy
+of the directory SOURCE (``aiayn quantize``). ``describe`` turns the record into the words ``aiayn evaluate`` and the
 training summary print; directories written before the record existed are described from what
 they hold instead (a training summary's ``weights``, the checkpoint names ``aiayn average``
 listed, the quantization ``config.json`` records).
@@ -54,9 +54,10 @@ def stored_as(record: dict, dtype: str | None) -> dict:
     return {**record, "dtype": dtype} if dtype and dtype != "float32" else record
 
 
-def quantized(record: dict | None, quantization: dict) -> dict:
-    """The record of an int8 copy of weights described by ``record`` (None: not recorded)."""
-    return {**(record or {}), "quantized": dict(quantization)}
+def quantized(record: dict | None, quantization: dict, source) -> dict:
+    """The record of an int8 copy of the model directory ``source``, whose weights ``record``
+    describes (None: not recorded)."""
+    return {**(record or {}), "quantized": dict(quantization), "from": str(source)}
 
 
 def describe(run: dict, quantization: dict | None = None) -> str | None:
@@ -65,6 +66,8 @@ def describe(run: dict, quantization: dict | None = None) -> str | None:
     record = run.get(KEY)
     record = record if isinstance(record, dict) else {}
     words = _described(record) or _described_before_the_record(run)
+    if words is None and record.get("from"):  # a copy of weights nothing else describes
+        words = f"the weights of {record['from']}"
     if words is None:
         return None
     if record.get("dtype"):
@@ -91,7 +94,7 @@ def _described(record: dict) -> str | None:
     checkpoints = record.get("checkpoints")
     if kind == "average" and isinstance(checkpoints, list) and checkpoints:
         steps = [c.get("step") for c in checkpoints if isinstance(c, dict)]
-        words = f"the average of {len(checkpoints)} checkpoints (steps {_steps(steps)})"
+        words = f"the average of {_checkpoints(len(checkpoints))} (steps {_steps(steps)})"
         if record.get("run"):
             words += f" of {record['run']}"
         diverged = [c.get("step") for c in checkpoints if isinstance(c, dict) and c.get("diverged")]
@@ -99,6 +102,10 @@ def _described(record: dict) -> str | None:
             words += f", {_steps(diverged)} saved while the run diverged"
         return words
     return None
+
+
+def _checkpoints(n: int) -> str:
+    return f"{n} checkpoint{'s' if n != 1 else ''}"
 
 
 def _steps(steps: list) -> str:
@@ -113,5 +120,5 @@ def _described_before_the_record(run: dict) -> str | None:
         return summary[KEY]
     averaged = run.get("averaged")
     if isinstance(averaged, list) and averaged:
-        return f"the average of {len(averaged)} checkpoints ({', '.join(map(str, averaged))})"
+        return f"the average of {_checkpoints(len(averaged))} ({', '.join(map(str, averaged))})"
     return None
