@@ -196,7 +196,7 @@ def test_a_loss_out_of_range_stops_the_run_naming_the_last_good_checkpoint(sampl
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
     assert [r["step"] for r in records if r.get("event") == "diverged"] == [8, 9, 10, 11, 12]
     (aside,) = [r for r in records if r.get("event") == "set_aside"]
-    assert aside["since"] == 8 and aside["checkpoints"] == ["checkpoint-00000010.diverged.pt"]
+    assert aside["from_step"] == 7 and aside["checkpoints"] == ["checkpoint-00000010.diverged.pt"]
 
 
 def test_the_checkpoint_whose_weights_gave_the_first_loss_out_of_range_is_set_aside(
@@ -211,6 +211,41 @@ def test_the_checkpoint_whose_weights_gave_the_first_loss_out_of_range_is_set_as
     checkpoints = tmp_path / "checkpoints"
     assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)] == [5]
     assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [10]
+
+
+class InflateThenPoison(PoisonSteps):
+    """Calls in ``inflated`` report a loss out of range, calls in ``poisoned`` a NaN one."""
+
+    def __init__(self, objective, inflated, poisoned):
+        super().__init__(objective, poisoned)
+        self.inflated = set(inflated)
+
+    def forward(self, batch, smoothing, pad_id):
+        loss, nll, n = super().forward(batch, smoothing, pad_id)
+        if self.calls in self.inflated:
+            loss, nll = loss * 1e6, nll * 1e6
+        return loss, nll, n
+
+
+def test_a_loss_out_of_range_then_nan_gradients_set_aside_from_the_first(sample_corpus, tmp_path):
+    # steps 8 and 9 out of range, 10 on not finite: the trouble began with step 7's weights
+    overrides = tiny_run_overrides(sample_corpus, max_steps=40, checkpoint_every=1)
+    run = load_run_config(None, overrides + ["train.keep_checkpoints=20"])
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateThenPoison(trainer.objective, {8, 9}, range(10, 100))
+    with pytest.raises(FloatingPointError, match=r"NaN for 5 .*Last good checkpoint: .*-0+6\.pt"):
+        trainer.fit()
+    checkpoints = tmp_path / "checkpoints"
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)][-1] == 6
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+    ]
 
 
 def test_checkpoints_saved_while_diverging_do_not_push_out_the_last_good_one(

@@ -61,19 +61,18 @@ class Bookkeeping:
         }
         # while the loss is out of range (or the gradients are not finite), older checkpoints
         # are kept: the last good one must outlive those saved since (``set_aside_diverged``)
-        troubled = self.diverged_in_a_row or self.nonfinite_in_a_row
-        keep = 0 if troubled else self.run.train.keep_checkpoints
+        keep = 0 if self.troubled_since else self.run.train.keep_checkpoints
         return ckpt.save_checkpoint(self.ckpt_dir, self.step, state, keep)
 
-    def set_aside_diverged(self, since: int, what: str) -> str:
-        """The run stops: ``what`` ("the loss left the range") happened from step ``since`` on,
-        so the checkpoints from step ``since - 1`` on hold weights that gave it. They are renamed
-        checkpoint-STEP.diverged.pt (``checkpoint.mark_diverged``) and logged; returns the
-        sentence that names the last good checkpoint, the one the next run here resumes from."""
+    def set_aside_diverged(self, first_bad: int, gave: str) -> str:
+        """The run stops: the weights of step ``first_bad`` on gave ``gave`` ("a loss out of
+        range"). The checkpoints from that step on are renamed checkpoint-STEP.diverged.pt
+        (``checkpoint.mark_diverged``) and logged; returns the sentence that names the last
+        good checkpoint, the one the next run here resumes from."""
         marked = []
         if self.ctx.is_main:
-            marked = ckpt.mark_diverged(self.ckpt_dir, since - 1)
-            self.log({"event": "set_aside", "step": self.step, "since": since,
+            marked = ckpt.mark_diverged(self.ckpt_dir, first_bad)
+            self.log({"event": "set_aside", "step": self.step, "from_step": first_bad,
                       "checkpoints": [p.name for p in marked]})  # fmt: skip
         good = ckpt.list_checkpoints(self.ckpt_dir)
         if good:
@@ -82,16 +81,16 @@ class Bookkeeping:
             )
         else:
             last = (
-                f"Last good checkpoint: none (none was saved before {what} at step {since}; the "
-                f"next run in {self.out_dir} starts afresh)"
+                f"Last good checkpoint: none (none was saved before step {first_bad}; the next "
+                f"run in {self.out_dir} starts afresh)"
             )
         if not marked:
             return last + "."
         names = ", ".join(ckpt.checkpoint_path(self.ckpt_dir, ckpt.checkpoint_step(p)).name
                           for p in marked)  # fmt: skip
         return (
-            f"{last}; set aside as *{ckpt.DIVERGED_SUFFIX}, never resumed from: {names} "
-            f"(saved after {what} at step {since}, or holding the weights that gave it)."
+            f"{last}; set aside as *{ckpt.DIVERGED_SUFFIX}, never resumed from: {names} (from "
+            f"step {first_bad} on, the weights gave {gave})."
         )
 
     def drop_diverged(self, resumed: int) -> None:

@@ -181,7 +181,8 @@ class Trainer(Steps, Bookkeeping):
         self.best_valid = math.inf
         self.last_valid = (-1, math.nan)  # (step, loss) of the last validation
         self.grad_norm, self.nonfinite_in_a_row, self.diverged_in_a_row = 0.0, 0, 0
-        self.diverged_since = self.nonfinite_since = 0  # the first step of such a streak
+        # the first of the steps in a row whose loss was out of range or that were skipped
+        self.troubled_since, self.troubled_by = 0, ""
         self.tensorboard = None
         if tc.tensorboard and self.ctx.is_main:  # from the step after the one resumed
             from aiayn.train.tensorboard import DIRECTORY, TensorBoardLog

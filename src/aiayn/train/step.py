@@ -94,12 +94,16 @@ class Steps:
     def _check_diverged(self, nll: float, what: str) -> None:
         """Stop the run when ``nll`` (nats per target) has left the plausible range: for
         ``MAX_DIVERGED_IN_A_ROW`` training steps in a row (``what`` "loss", counted in
-        ``diverged_in_a_row`` since ``diverged_since``), or in one validation ("valid_loss")."""
+        ``diverged_in_a_row``), or in one validation ("valid_loss"). ``troubled_since`` is the
+        first of the steps in a row whose loss was out of range or whose gradients were not
+        finite (0: the last step was fine), ``troubled_by`` what went wrong there."""
         in_range = not math.isfinite(nll) or nll <= self.loss_ceiling()
         if what == "loss":
             self.diverged_in_a_row = 0 if in_range else self.diverged_in_a_row + 1
-            if self.diverged_in_a_row == 1:
-                self.diverged_since = self.step
+            if not in_range and not self.troubled_since:
+                self.troubled_since, self.troubled_by = self.step, "a loss out of range"
+            elif in_range and not self.nonfinite_in_a_row:  # (a NaN loss skipped the step)
+                self.troubled_since = 0
         if in_range:
             return
         in_a_row = self.diverged_in_a_row if what == "loss" else 1
@@ -110,9 +114,11 @@ class Steps:
         times = f" for {in_a_row} steps in a row" if what == "loss" else ""
         ceiling = self.loss_ceiling()
         uniform = (ceiling - self.DIVERGED_MARGIN) / self.DIVERGED_TIMES_UNIFORM
-        # a validation scores the weights of this step; a training loss, the step's before
-        since = self.diverged_since if self.diverged_in_a_row else self.step + 1
-        checkpoints = self.set_aside_diverged(since, "the loss left the range")
+        # a training loss is that of the weights the step before wrote; a validation's, this one's
+        if self.troubled_since:
+            checkpoints = self.set_aside_diverged(self.troubled_since - 1, self.troubled_by)
+        else:
+            checkpoints = self.set_aside_diverged(self.step, "a validation loss out of range")
         raise FloatingPointError(
             f"step {self.step}: the {kind} loss is {nll:.4g} nats per target{times}, above any "
             f"plausible value ({ceiling:.1f}; guessing uniformly gives {uniform:.1f}): the run "
@@ -136,13 +142,11 @@ class Steps:
         the weights and optimizer state as they are, log it, and give up after a few in a row
         rather than train on garbage."""
         self.nonfinite_in_a_row += 1
-        if self.nonfinite_in_a_row == 1:
-            self.nonfinite_since = self.step + 1
+        if not self.troubled_since:
+            self.troubled_since, self.troubled_by = self.step + 1, "inf or NaN gradients"
         self.log({"event": "skipped_step", "step": self.step + 1, "reason": "non-finite gradients"})
         if self.nonfinite_in_a_row >= self.MAX_NONFINITE_IN_A_ROW:
-            checkpoints = self.set_aside_diverged(
-                self.nonfinite_since, "the gradients were first inf or NaN"
-            )
+            checkpoints = self.set_aside_diverged(self.troubled_since - 1, self.troubled_by)
             raise FloatingPointError(
                 f"step {self.step + 1}: gradients were inf or NaN for {self.nonfinite_in_a_row} "
                 f"steps in a row; the run stops. {checkpoints} {self._advice(nonfinite=True)}"
