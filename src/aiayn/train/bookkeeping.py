@@ -29,6 +29,9 @@ from aiayn.train.rundir import repair_metrics
 class Bookkeeping:
     """Logging, checkpoints, validation and the final model (see the module's docstring)."""
 
+    # the train settings the learning rate schedule is made of
+    SCHEDULE_KEYS = ("lr_scale", "warmup", "schedule", "max_steps", "max_epochs", "max_minutes")
+
     def log(self, record: dict) -> None:
         if not self.ctx.is_main:
             return
@@ -139,8 +142,6 @@ class Bookkeeping:
         if self.ctx.is_main:  # a step replayed from here on is logged once
             repair_metrics(self.metrics_path, self.step)
         self.log({"event": "resume", "step": self.step, "checkpoint": path.name})
-
-    SCHEDULE_KEYS = ("lr_scale", "warmup", "schedule", "max_steps", "max_epochs", "max_minutes")
 
     def _follow_changed_schedule(self, state: dict) -> None:
         """A run resumed with another schedule (a lower ``train.lr_scale`` after it diverged,
