@@ -92,8 +92,8 @@ class Bookkeeping:
         names = ", ".join(ckpt.checkpoint_path(self.ckpt_dir, ckpt.checkpoint_step(p)).name
                           for p in marked)  # fmt: skip
         return (
-            f"{last}; set aside as *{ckpt.DIVERGED_SUFFIX}, never resumed from: {names} (from "
-            f"step {first_bad} on, the weights gave {gave})."
+            f"{last}; set aside as *{ckpt.DIVERGED_SUFFIX} (never resumed from; the next run "
+            f"removes them): {names} (from step {first_bad} on, the weights gave {gave})."
         )
 
     def drop_diverged(self, resumed: int) -> None:
