@@ -153,7 +153,7 @@ def test_average_writes_a_model_directory(trained, tmp_path, capsys):
     _, run = trained
     out = tmp_path / "avg"
     assert main(["average", str(run), "--last", "2", "--out", str(out)]) == 0
-    assert "averaged 2 checkpoints" in capsys.readouterr().out
+    assert f"wrote {out}: the average of 2 checkpoints (steps" in capsys.readouterr().out
     from aiayn.modeldir import load_model_dir
 
     assert load_model_dir(out).config.d_model == 32
@@ -255,3 +255,131 @@ def test_quantize_writes_an_int8_model_that_translates(trained, monkeypatch, cap
     monkeypatch.setattr("sys.stdin", io.StringIO("Das ist gut.\n"))
     assert main(["translate", str(run / "model"), "--quantize", "int8"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def evaluated_weights(directory, capsys, tmp_path) -> str:
+    """The ``weights`` line ``aiayn evaluate`` prints for ``directory`` (two test sentences)."""
+    hyp = tmp_path / f"{directory.name}.hyp.txt"
+    argv = ["evaluate", str(directory), "--limit", "2", "--samples", "0", "--output", str(hyp)]
+    capsys.readouterr()
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)["weights"]
+
+
+def test_evaluate_names_the_weights_of_best(trained, capsys, tmp_path):
+    _, run = trained
+    records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    best = [r for r in records if r.get("best")][-1]
+    assert evaluated_weights(run / "best", capsys, tmp_path) == (
+        f"the weights of the best validation (step {best['step']}, valid loss "
+        f"{best['valid_loss']:.4g})"
+    )
+
+
+def test_evaluate_names_the_checkpoints_an_average_holds(trained, capsys, tmp_path):
+    _, run = trained
+    out = tmp_path / "avg"
+    assert main(["average", str(run), "--last", "2", "--out", str(out), "--fp16"]) == 0
+    expected = f"the average of 2 checkpoints (steps 5, 8) of {run}, stored in float16"
+    assert capsys.readouterr().out == f"wrote {out}: {expected}\n"
+    assert json.loads((out / "run.json").read_text())["weights"] == {
+        "kind": "average",
+        "run": str(run),
+        "checkpoints": [
+            {"file": "checkpoint-00000005.pt", "step": 5},
+            {"file": "checkpoint-00000008.pt", "step": 8},
+        ],
+        "dtype": "float16",
+    }
+    assert evaluated_weights(out, capsys, tmp_path) == expected
+
+
+def test_evaluate_names_the_weights_of_an_int8_copy(trained, capsys, tmp_path):
+    _, run = trained
+    out = tmp_path / "int8"
+    assert main(["quantize", str(run / "model"), "--out", str(out)]) == 0
+    record = json.loads((out / "run.json").read_text())["weights"]
+    assert record == {
+        "kind": "last",
+        "step": 8,
+        "quantized": {"method": "int8", "include_output": True},
+        "from": str(run / "model"),
+    }
+    assert (
+        evaluated_weights(out, capsys, tmp_path) == "the last weights (step 8), quantized to int8"
+    )
+    # quantized as it loads, the float directory says so too
+    hyp = tmp_path / "q.txt"
+    argv = ["evaluate", str(run / "model"), "--limit", "2", "--samples", "0", "--quantize", "int8"]
+    assert main([*argv, "--output", str(hyp)]) == 0
+    assert json.loads(capsys.readouterr().out)["weights"] == (
+        "the last weights (step 8), quantized to int8 as they loaded (--quantize)"
+    )
+
+
+def test_evaluate_names_the_weights_of_the_shipped_model(shipped_copy, capsys, tmp_path):
+    from tests.conftest import REPO_ROOT
+
+    assert evaluated_weights(shipped_copy, capsys, tmp_path) == (
+        "the average of 5 checkpoints (steps 14400, 14800, 15200, 15600, 16000) of "
+        "runs/ding-de-en, stored in float16"
+    )
+    made = json.loads((shipped_copy / "run.json").read_text())["made"]  # and how it was made
+    assert (REPO_ROOT / made["config"]).is_file() and made["steps"] == 16000
+    metrics = [json.loads(line) for line in (shipped_copy / "metrics.jsonl").open()]
+    assert made["train_minutes"] == round(metrics[-2]["elapsed_s"] / 60, 1)
+
+
+def test_a_rerun_after_a_divergence_resumes_from_the_last_good_checkpoint(tmp_path, capsys):
+    """A few good steps, then the same run directory with a learning rate 100,000 times the
+    config's: the run stops; run again with the config's rate, it resumes from the last
+    checkpoint saved before the loss left the range, never from one saved after."""
+    from aiayn.train import checkpoint as ckpt
+    from tests.conftest import write_sample_corpus
+
+    corpus = write_sample_corpus(tmp_path / "corpus")
+    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+
+    def train(max_steps, **settings):
+        overrides = tiny_run_overrides(corpus, max_steps=max_steps, **settings)
+        return main(["train", "--out", str(run), "--quiet", *sets(overrides)])
+
+    assert train(20) == 0
+    capsys.readouterr()
+    assert train(40, lr_scale=100000) == 2
+    err = capsys.readouterr().err
+    good = checkpoints / "checkpoint-00000020.pt"
+    assert "stops" in err and f"Last good checkpoint: {good} (the next run in {run} resumes" in err
+    aside = ckpt.list_diverged(checkpoints)
+    assert aside and all(ckpt.checkpoint_step(p) > 20 for p in aside)
+    assert "checkpoint-00000025.pt" in err.split("set aside")[1]  # named as set aside
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)][-1] == 20
+
+    # averaging skips them, and says so, unless asked
+    assert main(["average", str(run), "--last", "2", "--out", str(tmp_path / "avg")]) == 0
+    captured = capsys.readouterr()
+    assert "steps 15, 20" in captured.out
+    assert "skipped" in captured.err and "checkpoint-00000025.diverged.pt" in captured.err
+    argv = [
+        "average",
+        str(run),
+        "--last",
+        "2",
+        "--out",
+        str(tmp_path / "all"),
+        "--include-diverged",
+    ]
+    assert main(argv) == 0
+    last_two = [ckpt.checkpoint_step(p) for p in sorted([good, *aside], key=ckpt.checkpoint_step)]
+    assert f"steps {last_two[-2]}, {last_two[-1]}" in capsys.readouterr().out
+    record = json.loads((tmp_path / "all" / "run.json").read_text())["weights"]
+    assert record["checkpoints"][-1]["diverged"] is True
+
+    assert train(30) == 0  # the config's learning rate again
+    err = capsys.readouterr().err
+    assert f"resuming from {good}, the last good checkpoint" in err
+    records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    resumed = [r for r in records if r.get("event") == "resume"]
+    assert resumed[-1] == {"event": "resume", "step": 20, "checkpoint": good.name}
+    assert not ckpt.list_diverged(checkpoints)  # that attempt's checkpoints are gone
+    assert json.loads((run / "model" / "run.json").read_text())["weights"]["step"] == 30

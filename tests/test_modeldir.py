@@ -251,3 +251,52 @@ def test_a_model_directory_value_hashes_its_weights_once(tmp_path, tiny, monkeyp
     assert directory.fingerprint()["weights_sha256"] == digest
     assert hashed == [tmp_path / "model.safetensors"]
     assert digest == original(tmp_path / "model.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("run", "quantization", "words"),
+    [
+        ({"weights": {"kind": "last", "step": 7}}, None, "the last weights (step 7)"),
+        (
+            {"weights": {"kind": "best", "step": 4, "valid_accuracy": 0.8125}},
+            None,
+            "the weights of the best validation (step 4, valid accuracy 0.8125)",
+        ),
+        (
+            {
+                "weights": {
+                    "kind": "average",
+                    "checkpoints": [{"file": "a", "step": 3}, {"file": "b", "step": 6}],
+                }
+            },  # fmt: skip
+            {"method": "int8", "include_output": False},
+            "the average of 2 checkpoints (steps 3, 6), quantized to int8 (the projection to "
+            "the vocabulary kept in float32)",
+        ),
+        # an int8 copy of a directory that records nothing: the copy names its source
+        (
+            {"weights": {"quantized": {"method": "int8"}, "from": "imported/opus"}},
+            {"method": "int8"},
+            "the weights of imported/opus, quantized to int8",
+        ),
+        # written before the record: a training summary's words, the names average listed
+        ({"summary": {"weights": "the last weights (step 9)"}}, None, "the last weights (step 9)"),
+        ({"averaged": ["checkpoint-1.pt"]}, None, "the average of 1 checkpoint (checkpoint-1.pt)"),
+        ({}, None, None),
+    ],
+)
+def test_run_json_says_which_weights_a_directory_holds(run, quantization, words):
+    from aiayn.modeldir import provenance
+
+    assert provenance.describe(run, quantization) == words
+
+
+def test_the_shipped_model_says_how_it_was_made():
+    from aiayn.modeldir import ModelDir
+    from tests.conftest import REPO_ROOT
+
+    directory = ModelDir(REPO_ROOT / "models" / "ding-de-en")
+    assert directory.describe_weights().startswith("the average of 5 checkpoints (steps 14400,")
+    made = directory.run["made"]
+    assert made["commands"][0] == f"aiayn train {made['config']} --out runs/ding-de-en"
+    assert (REPO_ROOT / made["config"]).is_file()

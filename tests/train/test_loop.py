@@ -50,11 +50,26 @@ def test_run_directory_holds_everything(sample_corpus, tmp_path):
     # the summary, printed and saved with the model, says which weights model/ holds
     steps = [int(p.stem.split("-")[1]) for p in sorted((tmp_path / "checkpoints").iterdir())]
     assert summary["weights"] == (
-        f"the average of the last 2 checkpoints (steps {steps[-2]}, {steps[-1]}), as "
+        f"the average of 2 checkpoints (steps {steps[-2]}, {steps[-1]}), the last ones, as "
         "train.average_last = 2 asks"
     )
-    saved = json.loads((tmp_path / "model" / "run.json").read_text())["summary"]
-    assert saved["weights"] == summary["weights"] and steps[-1] == 6
+    saved = json.loads((tmp_path / "model" / "run.json").read_text())
+    assert saved["summary"]["weights"] == summary["weights"] and steps[-1] == 6
+    # and run.json records them: the checkpoints averaged, with their steps
+    assert saved["weights"] == {
+        "kind": "average",
+        "checkpoints": [
+            {"file": f"checkpoint-{s:08d}.pt", "step": s} for s in (steps[-2], steps[-1])
+        ],
+    }
+    # best/ records the step of the validation that kept it
+    best = json.loads((tmp_path / "best" / "run.json").read_text())["weights"]
+    valid = [r for r in records if r.get("best")]
+    assert best == {
+        "kind": "best",
+        "step": valid[-1]["step"],
+        "valid_loss": valid[-1]["valid_loss"],
+    }
 
 
 @pytest.mark.parametrize("average_last", [0, 2])
@@ -170,12 +185,122 @@ def test_a_loss_out_of_range_stops_the_run_naming_the_last_good_checkpoint(sampl
     trainer = Trainer(run, tmp_path, progress=False)
     trainer.objective = InflateSteps(trainer.objective, poisoned=range(8, 100))
     with pytest.raises(FloatingPointError, match=r"step 12: the training loss is .* 5 steps in a ro"
-                       r"w.*diverged.*last good checkpoint: .*checkpoint-0+5\.pt.*lr_scale"):  # fmt: skip
+                       r"w.*diverged.*Last good checkpoint: .*checkpoint-0+5\.pt.*set aside.*"
+                       r"checkpoint-0+10\.pt.*lr_scale"):  # fmt: skip
         trainer.fit()
-    assert ckpt.list_checkpoints(tmp_path / "checkpoints")[-1].name.endswith("10.pt")  # not good
+    # checkpoint 10 was saved while the loss was out of range: set aside, never resumed from
+    checkpoints = tmp_path / "checkpoints"
+    assert [p.name for p in ckpt.list_checkpoints(checkpoints)] == ["checkpoint-00000005.pt"]
+    assert [p.name for p in ckpt.list_diverged(checkpoints)] == ["checkpoint-00000010.diverged.pt"]
     assert not (tmp_path / "model").exists()  # no final model from a diverged run
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
     assert [r["step"] for r in records if r.get("event") == "diverged"] == [8, 9, 10, 11, 12]
+    (aside,) = [r for r in records if r.get("event") == "set_aside"]
+    assert aside["from_step"] == 7 and aside["checkpoints"] == ["checkpoint-00000010.diverged.pt"]
+
+
+def test_the_checkpoint_whose_weights_gave_the_first_loss_out_of_range_is_set_aside(
+    sample_corpus, tmp_path
+):
+    # the loss of step 11 is that of the weights step 10 wrote: checkpoint 10 is not good
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=40))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateSteps(trainer.objective, poisoned=range(11, 100))
+    with pytest.raises(FloatingPointError, match=r"Last good checkpoint: .*checkpoint-0+5\.pt"):
+        trainer.fit()
+    checkpoints = tmp_path / "checkpoints"
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)] == [5]
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [10]
+
+
+class InflateThenPoison(PoisonSteps):
+    """Calls in ``inflated`` report a loss out of range, calls in ``poisoned`` a NaN one."""
+
+    def __init__(self, objective, inflated, poisoned):
+        super().__init__(objective, poisoned)
+        self.inflated = set(inflated)
+
+    def forward(self, batch, smoothing, pad_id):
+        loss, nll, n = super().forward(batch, smoothing, pad_id)
+        if self.calls in self.inflated:
+            loss, nll = loss * 1e6, nll * 1e6
+        return loss, nll, n
+
+
+def test_a_loss_out_of_range_then_nan_gradients_set_aside_from_the_first(sample_corpus, tmp_path):
+    # steps 8 and 9 out of range, 10 on not finite: the trouble began with step 7's weights
+    overrides = tiny_run_overrides(sample_corpus, max_steps=40, checkpoint_every=1)
+    run = load_run_config(None, overrides + ["train.keep_checkpoints=20"])
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateThenPoison(trainer.objective, {8, 9}, range(10, 100))
+    with pytest.raises(FloatingPointError, match=r"NaN for 5 .*Last good checkpoint: .*-0+6\.pt"):
+        trainer.fit()
+    checkpoints = tmp_path / "checkpoints"
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)][-1] == 6
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+    ]
+
+
+def test_checkpoints_saved_while_diverging_do_not_push_out_the_last_good_one(
+    sample_corpus, tmp_path
+):
+    # one checkpoint a step, two kept: the four saved while the loss was out of range would
+    # have deleted every good one
+    overrides = tiny_run_overrides(sample_corpus, max_steps=40, checkpoint_every=1)
+    run = load_run_config(None, overrides + ["train.keep_checkpoints=2"])
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateSteps(trainer.objective, poisoned=range(8, 100))
+    with pytest.raises(FloatingPointError, match=r"Last good checkpoint: .*checkpoint-0+6\.pt"):
+        trainer.fit()
+    checkpoints = tmp_path / "checkpoints"
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)] == [6]
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [7, 8, 9, 10, 11]
+
+
+def test_a_run_with_no_good_checkpoint_says_so_and_starts_afresh(sample_corpus, tmp_path, capsys):
+    run = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=40))
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateSteps(trainer.objective, poisoned=range(3, 100))
+    with pytest.raises(FloatingPointError, match=r"Last good checkpoint: none .*starts afresh"):
+        trainer.fit()
+    assert [p.name for p in ckpt.list_diverged(tmp_path / "checkpoints")] == [
+        "checkpoint-00000005.diverged.pt"
+    ]
+    again = Trainer(load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=3)), tmp_path,
+                    progress=False)  # fmt: skip
+    assert again.step == 0  # not the diverged checkpoint 5
+    assert "starting afresh" in capsys.readouterr().err
+    again.fit()
+    assert not ckpt.list_diverged(tmp_path / "checkpoints")  # that attempt's are gone
+
+
+@pytest.mark.parametrize(
+    ("settings", "suggested", "not_suggested"),
+    [
+        ([], ["lr_scale", "clip_norm"], ["fp32"]),  # fp32 already
+        (["train.clip_norm=1.0"], ["lr_scale"], ["clip_norm", "fp32"]),
+        (['train.precision="bf16"'], ["clip_norm", "fp32"], []),
+    ],
+)
+def test_the_advice_names_only_settings_that_would_change_something(
+    sample_corpus, tmp_path, settings, suggested, not_suggested
+):
+    overrides = tiny_run_overrides(sample_corpus, max_steps=40) + ['train.precision="fp32"']
+    run = load_run_config(None, overrides + settings)
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = PoisonSteps(trainer.objective, poisoned=range(2, 100))
+    with pytest.raises(FloatingPointError, match="NaN for 5 steps") as stopped:
+        trainer.fit()
+    advice = str(stopped.value).split("To go on")[1]
+    assert all(word in advice for word in suggested), advice
+    assert not any(word in advice for word in not_suggested), advice
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
@@ -194,3 +319,22 @@ def test_a_validation_loss_out_of_range_stops_the_run(sample_corpus, tmp_path):
     trainer._valid_loss = lambda model: 1e9
     with pytest.raises(FloatingPointError, match=r"step 3: the validation loss is 1e\+09"):
         trainer.fit()
+
+
+def test_a_run_resumed_with_another_learning_rate_steps_at_the_new_one(sample_corpus, tmp_path):
+    """The optimizer's state holds the rate of the step after the checkpoint: a run resumed
+    with a lower train.lr_scale (after it diverged) must not take that step at the old rate."""
+    from aiayn.train.optim import noam_lr
+
+    Trainer(load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=5)), tmp_path,
+            progress=False).fit()  # fmt: skip
+    same = Trainer(load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=9)),
+                   tmp_path, progress=False)  # fmt: skip
+    saved = ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "checkpoints")[-1])
+    assert same.optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]
+    same.close()
+    lower = load_run_config(None, tiny_run_overrides(sample_corpus, max_steps=9, lr_scale=0.5))
+    trainer = Trainer(lower, tmp_path, progress=False)
+    d_model = trainer.model_config.d_model
+    assert trainer.optimizer.param_groups[0]["lr"] == noam_lr(6, d_model, 20, 0.5)
+    trainer.close()

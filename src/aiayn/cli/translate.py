@@ -266,6 +266,20 @@ def add_evaluate(sub) -> None:
     p.set_defaults(func=cmd_evaluate)
 
 
+def _scored_weights(args: argparse.Namespace) -> dict:
+    """{"weights": which weights ``evaluate`` scored, in words} (what the directory's run.json
+    records: the step, the checkpoints averaged, int8), or {} when nothing says."""
+    from aiayn.modeldir import ModelDir
+
+    directory = ModelDir(args.model_dir)
+    weights = directory.describe_weights()
+    if weights is None:
+        return {}
+    if args.quantize and not directory.quantization:
+        weights += f", quantized to {args.quantize} as they loaded (--quantize)"
+    return {"weights": weights}
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from aiayn.config import DataConfig
     from aiayn.evaluate import evaluate_translation
@@ -290,9 +304,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
     out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
     write_text(out, "".join(h + "\n" for h in hyps))
-    # which weights these are, as the training that wrote them said (its summary in run.json)
-    weights = translator.run.get("summary", {}).get("weights")
-    described = {"model": args.model_dir, **({"weights": weights} if weights else {})}
+    described = {"model": args.model_dir, **_scored_weights(args)}
     print(json.dumps({**described, **scores, "hypotheses": str(out)}, indent=2))
     for (src, ref), hyp in list(zip(pairs, hyps, strict=True))[: args.samples]:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")

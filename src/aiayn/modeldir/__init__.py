@@ -35,6 +35,7 @@ from aiayn.config import ARCHITECTURE_KEYS, ModelConfig, RunConfig
 from aiayn.errors import UserError
 from aiayn.fileio import file_sha256, read_json_object, write_json
 from aiayn.model.quantize import check_method
+from aiayn.modeldir import provenance
 from aiayn.modeldir.tokenizer_files import (
     has_tokenizer,
     load_tokenizer,
@@ -62,10 +63,11 @@ class ModelDir:
     (a ``UserError`` naming the file otherwise); the rest is read when first asked for.
 
     ``config``: its ``ModelConfig``; ``run``: ``run.json`` ({} when absent); ``quantization``:
-    the method it was saved quantized with ("int8") or None; ``tokenizer_path``: its
-    tokenizer file; ``model(...)``, ``tokenizer()`` and ``load(...)`` (both, checked against
-    each other); ``weights_sha256()`` (checked against the recorded one) and
-    ``fingerprint()`` (what a conversion of it depends on).
+    the method it was saved quantized with ("int8") or None; ``describe_weights()``: which
+    weights it holds, in words (``provenance``); ``tokenizer_path``: its tokenizer file;
+    ``model(...)``, ``tokenizer()`` and ``load(...)`` (both, checked against each other);
+    ``weights_sha256()`` (checked against the recorded one) and ``fingerprint()`` (what a
+    conversion of it depends on).
     """
 
     def __init__(self, path: Path | str) -> None:
@@ -153,6 +155,11 @@ class ModelDir:
         tokenizer = self.tokenizer()
         check_vocabulary(model.config, tokenizer, str(self.tokenizer_path))
         return model, tokenizer
+
+    def describe_weights(self) -> str | None:
+        """Which weights these are, in words: the step, the checkpoints averaged, int8
+        (``provenance``: what run.json records); None when nothing says."""
+        return provenance.describe(self.run, self._saved_quantization)
 
     def tokenizer_sha256(self) -> dict[str, str]:
         """{file name: SHA-256} of every file of the directory's tokenizer."""

@@ -130,14 +130,21 @@ def save_model_dir(
     write_json(directory / CONFIG_FILE, config)
 
 
-def save_quantized(src: Path, out: Path, model: nn.Module, force: bool = False) -> None:
+def save_quantized(
+    src: Path, out: Path, model: nn.Module, force: bool = False, run: dict | None = None
+) -> None:
     """Write the quantized ``model`` of the model directory ``src`` to ``out`` (replaced whole,
-    ``replace_directory``), with every other file of ``src`` (tokenizer, run.json, ...)."""
+    ``replace_directory``), with every other file of ``src`` (tokenizer, run.json, ...);
+    ``run``, when given, is written as run.json instead of ``src``'s (its record of the
+    weights says int8: ``aiayn.modeldir.provenance``)."""
     src = Path(src)
+    written = (CONFIG_FILE, WEIGHTS_FILE, *(("run.json",) if run is not None else ()))
     with replace_directory(out, force, keep=[src]) as new:
         for item in sorted(src.iterdir()):  # everything but the weights and their config
-            if item.is_file() and item.name not in (CONFIG_FILE, WEIGHTS_FILE):
+            if item.is_file() and item.name not in written:
                 shutil.copy2(item, new / item.name)
+        if run is not None:
+            write_json(new / "run.json", run)
         save_model_dir(new, model)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from aiayn.data.tokenizer import PAD
 from aiayn.errors import UserError
 from aiayn.model import build_model
-from aiayn.modeldir import save_trained_model
+from aiayn.modeldir import provenance, save_trained_model
 from aiayn.modeldir.tokenizer_files import tokenizer_file
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import compiling
@@ -28,6 +28,9 @@ from aiayn.train.rundir import repair_metrics
 
 class Bookkeeping:
     """Logging, checkpoints, validation and the final model (see the module's docstring)."""
+
+    # the train settings the learning rate schedule is made of
+    SCHEDULE_KEYS = ("lr_scale", "warmup", "schedule", "max_steps", "max_epochs", "max_minutes")
 
     def log(self, record: dict) -> None:
         if not self.ctx.is_main:
@@ -59,12 +62,59 @@ class Bookkeeping:
             "run": self.run.to_dict(),
             "tokenizer_sha256": self.tokenizer_sha256,
         }
-        path = ckpt.save_checkpoint(
-            self.ckpt_dir, self.step, state, self.run.train.keep_checkpoints
+        # while the loss is out of range (or the gradients are not finite), older checkpoints
+        # are kept: the last good one must outlive those saved since (``set_aside_diverged``)
+        keep = 0 if self.troubled_since else self.run.train.keep_checkpoints
+        return ckpt.save_checkpoint(self.ckpt_dir, self.step, state, keep)
+
+    def set_aside_diverged(self, first_bad: int, gave: str) -> str:
+        """The run stops: the weights of step ``first_bad`` on gave ``gave`` ("a loss out of
+        range"). The checkpoints from that step on are renamed checkpoint-STEP.diverged.pt
+        (``checkpoint.mark_diverged``) and logged; returns the sentence that names the last
+        good checkpoint, the one the next run here resumes from."""
+        marked = []
+        if self.ctx.is_main:
+            marked = ckpt.mark_diverged(self.ckpt_dir, first_bad)
+            self.log({"event": "set_aside", "step": self.step, "from_step": first_bad,
+                      "checkpoints": [p.name for p in marked]})  # fmt: skip
+        good = ckpt.list_checkpoints(self.ckpt_dir)
+        if good:
+            last = (
+                f"Last good checkpoint: {good[-1]} (the next run in {self.out_dir} resumes from it)"
+            )
+        else:
+            last = (
+                f"Last good checkpoint: none (none was saved before step {first_bad}; the next "
+                f"run in {self.out_dir} starts afresh)"
+            )
+        if not marked:
+            return last + "."
+        names = ", ".join(ckpt.checkpoint_path(self.ckpt_dir, ckpt.checkpoint_step(p)).name
+                          for p in marked)  # fmt: skip
+        return (
+            f"{last}; set aside as *{ckpt.DIVERGED_SUFFIX} (never resumed from; the next run "
+            f"removes them): {names} (from step {first_bad} on, the weights gave {gave})."
         )
-        if not self.diverged_in_a_row and not self.nonfinite_in_a_row:
-            self.last_good_checkpoint = path
-        return path
+
+    def drop_diverged(self, resumed: int) -> None:
+        """A run (re)started at step ``resumed`` (0: afresh) writes the later steps again: the
+        checkpoints set aside after it, of the attempt that diverged, are removed, and said so."""
+        removed = ckpt.remove_diverged(self.ckpt_dir, resumed)
+        if not removed:
+            return
+        names = [p.name for p in removed]
+        self.log({"event": "removed_diverged", "step": resumed, "checkpoints": names})
+        start = (
+            f"resuming from {ckpt.checkpoint_path(self.ckpt_dir, resumed)}, the last good "
+            "checkpoint"
+            if resumed
+            else f"starting afresh in {self.out_dir} (no good checkpoint)"
+        )
+        print(
+            f"aiayn train: {start}; removed the checkpoints the run that diverged set aside: "
+            f"{', '.join(names)}",
+            file=sys.stderr,
+        )
 
     def _resume(self, path: Path, state: dict) -> None:
         token_file = tokenizer_file(self.out_dir)
@@ -88,10 +138,24 @@ class Bookkeeping:
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_pos = state["step"], state["epoch"], state["batch_pos"]
         self.elapsed, self.best_valid = state["elapsed"], state["best_valid"]
-        self.last_good_checkpoint = path  # training went on from it
+        self._follow_changed_schedule(state)
         if self.ctx.is_main:  # a step replayed from here on is logged once
             repair_metrics(self.metrics_path, self.step)
         self.log({"event": "resume", "step": self.step, "checkpoint": path.name})
+
+    def _follow_changed_schedule(self, state: dict) -> None:
+        """A run resumed with another schedule (a lower ``train.lr_scale`` after it diverged,
+        say) takes its next step at the new schedule's rate, not at the rate the checkpoint's
+        optimizer saved; with the schedule unchanged the saved rate stands (bit for bit)."""
+        saved = (state.get("run") or {}).get("train") or {}
+        tc = self.run.train
+        if all(saved.get(k, getattr(tc, k)) == getattr(tc, k) for k in self.SCHEDULE_KEYS):
+            return
+        sched = self.scheduler
+        for group, base, factor in zip(
+            self.optimizer.param_groups, sched.base_lrs, sched.lr_lambdas, strict=True
+        ):
+            group["lr"] = base * factor(sched.last_epoch)
 
     def _valid_loss(self, model) -> float:
         loss, _ = evaluate_loss(
@@ -119,12 +183,14 @@ class Bookkeeping:
             self.best_valid = score
             record["best"] = True
         if record.get("best") and self.ctx.is_main:
+            scores = {k: record[k] for k in ("valid_loss", "valid_accuracy") if k in record}
+            weights = provenance.best_weights(self.step, **scores)
             save_trained_model(
                 self.out_dir / "best",
                 self.model,
                 self.tokenizer,
                 self.run,
-                extra=self.task.saved_extra(),
+                extra={provenance.KEY: weights, **self.task.saved_extra()},
             )
         self.log(record)
         return loss
@@ -171,16 +237,15 @@ class Bookkeeping:
             return {}
         # the optimizer's state is in the last checkpoint: its memory goes to the averaging
         self.optimizer.state.clear()
-        weights = f"the last weights (step {self.step})"
+        record = provenance.last_weights(self.step)
         if tc.average_last:
             paths = ckpt.list_checkpoints(self.ckpt_dir)[-tc.average_last :]
             model = build_model(self.model_config).to(self.ctx.device)
             model.load_state_dict(ckpt.average_checkpoints(paths))
-            steps = ", ".join(str(ckpt.checkpoint_step(p)) for p in paths)
-            weights = (
-                f"the average of the last {len(paths)} checkpoints (steps {steps}), as "
-                f"train.average_last = {tc.average_last} asks"
-            )
+            record = provenance.averaged_weights([(p.name, ckpt.checkpoint_step(p)) for p in paths])
+        weights = provenance.describe({provenance.KEY: record})
+        if tc.average_last:
+            weights += f", the last ones, as train.average_last = {tc.average_last} asks"
         model.eval()
         if not tc.average_last and self.last_valid[0] == self.step:
             valid_loss = self.last_valid[1]  # these very weights were just validated
@@ -203,7 +268,12 @@ class Bookkeeping:
         }
         if self.model_config.n_classes:
             summary["valid_accuracy"] = accuracy(model, self.valid_batches, self.ctx.device)
-        extra = {"summary": summary, "precision": self.ctx.precision, **self.task.saved_extra()}
+        extra = {
+            "summary": summary,
+            provenance.KEY: record,
+            "precision": self.ctx.precision,
+            **self.task.saved_extra(),
+        }
         save_trained_model(self.out_dir / "model", model, self.tokenizer, self.run, extra=extra)
         self.log({"event": "finish", **summary})
         from aiayn.viz import plot_curves

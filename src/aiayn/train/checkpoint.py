@@ -3,6 +3,10 @@
 A checkpoint holds everything needed to continue bit for bit: model, optimizer, scheduler,
 the RNG states and the data position. Checkpoint averaging follows Vaswani et al. 2017 §6.1
 (the base model averages the last 5 checkpoints).
+
+A checkpoint whose weights gave a loss out of the plausible range (a run that diverged) is
+renamed ``checkpoint-STEP.diverged.pt`` (``mark_diverged``): ``list_checkpoints`` leaves it
+out, so a resume never picks it and averaging takes it only when asked (``list_diverged``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from aiayn.errors import UserError
 from aiayn.fileio import atomic_write
 
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
+_DIVERGED_NAME = re.compile(r"^checkpoint-(\d+)\.diverged\.pt$")
+DIVERGED_SUFFIX = ".diverged.pt"  # checkpoint-STEP.diverged.pt: saved while diverging
 
 
 def checkpoint_path(directory: Path, step: int) -> Path:
@@ -27,17 +33,49 @@ def checkpoint_path(directory: Path, step: int) -> Path:
 
 
 def checkpoint_step(path: Path) -> int:
-    """The step a checkpoint file (``checkpoint_path``) was written at."""
-    return int(_NAME.match(Path(path).name).group(1))
+    """The step a checkpoint file (``checkpoint_path``, or one marked diverged) was written at."""
+    name = Path(path).name
+    return int((_NAME.match(name) or _DIVERGED_NAME.match(name)).group(1))
 
 
-def list_checkpoints(directory: Path) -> list[Path]:
-    """Complete checkpoints in ``directory``, oldest first (temporary files are ignored)."""
+def _listed(directory: Path, pattern: re.Pattern) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = [p for p in directory.iterdir() if _NAME.match(p.name)]
+    found = [p for p in directory.iterdir() if pattern.match(p.name)]
     return sorted(found, key=checkpoint_step)
+
+
+def list_checkpoints(directory: Path) -> list[Path]:
+    """Complete checkpoints in ``directory``, oldest first (temporary files and checkpoints
+    marked diverged are left out)."""
+    return _listed(directory, _NAME)
+
+
+def list_diverged(directory: Path) -> list[Path]:
+    """The checkpoints in ``directory`` marked diverged (``mark_diverged``), oldest first."""
+    return _listed(directory, _DIVERGED_NAME)
+
+
+def mark_diverged(directory: Path, from_step: int) -> list[Path]:
+    """Rename every checkpoint of ``directory`` written at ``from_step`` or later to
+    checkpoint-STEP.diverged.pt (its weights gave a loss out of range); returns the new paths."""
+    marked = []
+    for path in list_checkpoints(directory):
+        if checkpoint_step(path) >= from_step:
+            target = path.with_name(path.name.removesuffix(".pt") + DIVERGED_SUFFIX)
+            path.replace(target)
+            marked.append(target)
+    return marked
+
+
+def remove_diverged(directory: Path, after_step: int) -> list[Path]:
+    """Delete the checkpoints marked diverged that were written after ``after_step`` (a run
+    resumed from there writes those steps again); returns the paths removed."""
+    removed = [p for p in list_diverged(directory) if checkpoint_step(p) > after_step]
+    for path in removed:
+        path.unlink(missing_ok=True)
+    return removed
 
 
 def rng_state() -> dict:

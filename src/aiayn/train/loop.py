@@ -16,7 +16,8 @@ Run directory layout::
     tokenizer.model     trained once at the start, reused on resume
     store/              the splits encoded once (token stores), reused on resume and by
                         every process; written again if the tokenizer or a corpus file changes
-    checkpoints/        checkpoint-STEP.pt, the last K
+    checkpoints/        checkpoint-STEP.pt, the last K (checkpoint-STEP.diverged.pt: set aside
+                        by a run that diverged, never resumed from; see ``aiayn.train.step``)
     metrics.jsonl       one JSON object per log line / validation
     tensorboard/        the same numbers as TensorBoard event files (train.tensorboard)
     best/               model directory with the best validation loss (or accuracy)
@@ -180,7 +181,8 @@ class Trainer(Steps, Bookkeeping):
         self.best_valid = math.inf
         self.last_valid = (-1, math.nan)  # (step, loss) of the last validation
         self.grad_norm, self.nonfinite_in_a_row, self.diverged_in_a_row = 0.0, 0, 0
-        self.last_good_checkpoint: Path | None = None  # saved while the loss was in range
+        # the first of the steps in a row whose loss was out of range or that were skipped
+        self.troubled_since, self.troubled_by = 0, ""
         self.tensorboard = None
         if tc.tensorboard and self.ctx.is_main:  # from the step after the one resumed
             from aiayn.train.tensorboard import DIRECTORY, TensorBoardLog
@@ -194,6 +196,8 @@ class Trainer(Steps, Bookkeeping):
                 repair_metrics(self.metrics_path, self.step)
             if tc.init_from:
                 self._init_from(Path(tc.init_from))
+        if self.ctx.is_main:  # the checkpoints of an attempt that diverged after this start
+            self.drop_diverged(self.step)
 
     def close(self) -> None:
         """Give the run directory back (the lock) and the signals their usual handlers."""

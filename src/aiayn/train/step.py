@@ -5,7 +5,13 @@ a run whose gradients are not finite or whose loss has left the plausible range.
 
 ``Steps`` is the trainer's base class (``aiayn.train.loop.Trainer``); it reads the trainer's
 ``run``, ``ctx``, ``objective``, ``optimizer``, ``scheduler``, ``scaler``, ``model``,
-``model_config``, ``stop`` and ``last_good_checkpoint``, and logs through its ``log``.
+``model_config`` and ``stop``, logs through its ``log``, and a run that diverged sets its
+checkpoints aside through ``set_aside_diverged`` (``aiayn.train.bookkeeping``).
+
+The loss of step s is that of the weights step s - 1 wrote: when a run stops for a loss out of
+range (or gradients not finite) since step s, the checkpoints from step s - 1 on hold weights
+that gave it, and are set aside; the message names the last good checkpoint, the one a run in
+the same directory resumes from.
 """
 
 from __future__ import annotations
@@ -88,10 +94,16 @@ class Steps:
     def _check_diverged(self, nll: float, what: str) -> None:
         """Stop the run when ``nll`` (nats per target) has left the plausible range: for
         ``MAX_DIVERGED_IN_A_ROW`` training steps in a row (``what`` "loss", counted in
-        ``diverged_in_a_row``), or in one validation ("valid_loss")."""
+        ``diverged_in_a_row``), or in one validation ("valid_loss"). ``troubled_since`` is the
+        first of the steps in a row whose loss was out of range or whose gradients were not
+        finite (0: the last step was fine), ``troubled_by`` what went wrong there."""
         in_range = not math.isfinite(nll) or nll <= self.loss_ceiling()
         if what == "loss":
             self.diverged_in_a_row = 0 if in_range else self.diverged_in_a_row + 1
+            if not in_range and not self.troubled_since:
+                self.troubled_since, self.troubled_by = self.step, "a loss out of range"
+            elif in_range and not self.nonfinite_in_a_row:  # (a NaN loss skipped the step)
+                self.troubled_since = 0
         if in_range:
             return
         in_a_row = self.diverged_in_a_row if what == "loss" else 1
@@ -102,25 +114,42 @@ class Steps:
         times = f" for {in_a_row} steps in a row" if what == "loss" else ""
         ceiling = self.loss_ceiling()
         uniform = (ceiling - self.DIVERGED_MARGIN) / self.DIVERGED_TIMES_UNIFORM
+        # a training loss is that of the weights the step before wrote; a validation's, this one's
+        if self.troubled_since:
+            checkpoints = self.set_aside_diverged(self.troubled_since - 1, self.troubled_by)
+        else:
+            checkpoints = self.set_aside_diverged(self.step, "a validation loss out of range")
         raise FloatingPointError(
             f"step {self.step}: the {kind} loss is {nll:.4g} nats per target{times}, above any "
             f"plausible value ({ceiling:.1f}; guessing uniformly gives {uniform:.1f}): the run "
-            f"diverged and stops (last good checkpoint: {self.last_good_checkpoint or 'none'}). "
-            "Lower train.lr_scale, raise train.warmup, or set train.clip_norm"
+            f"diverged and stops. {checkpoints} {self._advice(nonfinite=False)}"
         )
+
+    def _advice(self, nonfinite: bool) -> str:
+        """What to change before running again: only settings that would change something
+        (clipping when the run does not clip, fp32 when it does not train in fp32)."""
+        tc = self.run.train
+        fixes = ["lower train.lr_scale", "raise train.warmup"]
+        if not tc.clip_norm:
+            fixes.append("set train.clip_norm")
+        if nonfinite and self.ctx.precision != "fp32":
+            fixes.append('set train.precision = "fp32"')
+        listed = ", ".join(fixes[:-1]) + f" or {fixes[-1]}"
+        return f"To go on, {listed}, and run again in {self.out_dir}."
 
     def _skip_nonfinite_step(self) -> None:
         """Gradients with inf or NaN (identical on every rank after the all-reduce): leave
         the weights and optimizer state as they are, log it, and give up after a few in a row
         rather than train on garbage."""
         self.nonfinite_in_a_row += 1
+        if not self.troubled_since:
+            self.troubled_since, self.troubled_by = self.step + 1, "inf or NaN gradients"
         self.log({"event": "skipped_step", "step": self.step + 1, "reason": "non-finite gradients"})
         if self.nonfinite_in_a_row >= self.MAX_NONFINITE_IN_A_ROW:
+            checkpoints = self.set_aside_diverged(self.troubled_since - 1, self.troubled_by)
             raise FloatingPointError(
                 f"step {self.step + 1}: gradients were inf or NaN for {self.nonfinite_in_a_row} "
-                f"steps in a row; the run stops (last good checkpoint: "
-                f"{self.last_good_checkpoint or 'none'}). Lower train.lr_scale, set "
-                "train.clip_norm, or use train.precision=fp32"
+                f"steps in a row; the run stops. {checkpoints} {self._advice(nonfinite=True)}"
             )
 
     def _groups(self, batches: list) -> list[list]:
