@@ -66,8 +66,7 @@ def texts_of(value: str | list[str], field: str, limits: ServeConfig | Caller) -
             name = field if isinstance(value, str) else f"{field}[{i}]"
             raise ServeError(
                 422,
-                f"{name}: {len(text)} characters; at most {config.max_chars} per text "
-                f"({chars_by})",
+                f"{name}: {len(text)} characters; at most {config.max_chars} per text ({chars_by})",
                 name,
             )
     return texts

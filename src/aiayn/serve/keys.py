@@ -69,8 +69,7 @@ class KeyStore:
         self.path = Path(path)
         if not create and not self.path.is_file():
             raise FileNotFoundError(
-                f"{self.path}: no API key database; make one with `aiayn keys add "
-                f"--db {self.path}`"
+                f"{self.path}: no API key database; make one with `aiayn keys add --db {self.path}`"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -139,8 +138,7 @@ class KeyStore:
     def all(self) -> list[ApiKey]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT digest, name, req_limit, char_limit, created FROM api_keys "
-                "ORDER BY created"
+                "SELECT digest, name, req_limit, char_limit, created FROM api_keys ORDER BY created"
             ).fetchall()
         return [ApiKey(*row) for row in rows]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import uvicorn
 
-from aiayn.serve.app import create_app
 from aiayn.serve.access import AccessConfig
+from aiayn.serve.app import create_app
 from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.models import ModelSpec, check_spec
 

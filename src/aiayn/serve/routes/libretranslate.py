@@ -77,7 +77,9 @@ def pick_translator(registry: Registry, source: str, target: str) -> ServedModel
     codes = {code for m in served for code in m.languages}
     for code in (source, target):
         if code not in codes and not (code == source == "auto"):
-            raise ServeError(400, f"{code} is not supported", "source" if code == source else "target")
+            raise ServeError(
+                400, f"{code} is not supported", "source" if code == source else "target"
+            )
     fits = [m for m in served if m.languages[1] == target and source in ("auto", m.languages[0])]
     if not fits:
         raise ServeError(
