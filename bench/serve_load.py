@@ -303,7 +303,9 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
     flags = [*flags, *shlex.split(args.serve_args)]
-    server = start_server(Path(args.model_dir), port, "--threads", str(args.threads), *flags)
+    server = start_server(
+        Path(args.model_dir), port, "--threads", str(args.threads), "--metrics", *flags
+    )
     rows = []
     try:
         load(port, sentences, 2, 2, 60, beam=args.beam)  # warm-up
