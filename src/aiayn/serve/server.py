@@ -35,7 +35,7 @@ def model_specs(
     names: list[str] | None = None,
     languages: list[str] | None = None,
     quantize: str | None = None,
-    engine: str = "torch",
+    engine: str = "auto",
     cache_dir: str | None = None,
     ensemble: bool = False,
     device: str = "cpu",
