@@ -333,3 +333,52 @@ def test_serve_with_keys_needs_the_database(model_dirs, tmp_path, capsys):
     db = tmp_path / "none.db"
     assert main(["serve", str(model_dirs["translator"]), "--api-keys", "--api-keys-db", str(db)])
     assert "no API key database" in capsys.readouterr().err and not db.exists()
+
+
+def test_libretranslates_flags_reach_the_server(model_dirs, monkeypatch):
+    from aiayn.serve import server
+
+    got = {}
+
+    def run_server(specs, config, host, port, access=None, frontend=None):
+        got.update(specs=specs, config=config, access=access, frontend=frontend)
+        return 0
+
+    monkeypatch.setattr(server, "run_server", run_server)
+    argv = ["serve", str(model_dirs["translator"]), "--char-limit", "500", "--batch-limit", "8",
+            "--req-limit", "30", "--hourly-req-limit", "-1", "--daily-req-limit", "900",
+            "--req-limit-storage", "redis://127.0.0.1:6390", "--api-keys",
+            "--api-keys-db-path", "k.db", "--require-api-key-origin", "https://x", "--under-attack",
+            "--get-api-key-link", "https://x/keys", "--trust-forwarded-for", "--metrics",
+            "--metrics-auth-token", "t", "--alternatives-limit", "2", "--suggestions",
+            "--disable-web-ui", "--frontend-timeout", "900"]  # fmt: skip
+    assert main(argv) == 0
+    config, access, frontend = got["config"], got["access"], got["frontend"]
+    assert (config.max_chars, config.max_texts) == (500, 8)
+    assert (access.req_limit, access.hourly_req_limit, access.daily_req_limit) == (30, 0, 900)
+    assert access.shared_storage == "redis://127.0.0.1:6390" and access.api_keys_db == "k.db"
+    assert access.api_keys and access.under_attack and access.trust_forwarded_for
+    assert access.require_api_key_origin == "https://x"
+    assert access.get_api_key_link == "https://x/keys"
+    assert access.metrics and access.metrics_auth_token == "t"
+    assert frontend.alternatives_limit == 2 and frontend.suggestions
+    assert frontend.disable_web_ui and frontend.frontend_timeout == 900
+    assert [s.engine for s in got["specs"]] == ["auto"]  # the default engine
+
+
+def test_the_openapi_document_names_the_key_scheme_only_with_keys(guarded, client):
+    with_keys = guarded.get("/openapi.json").json()
+    assert "HTTPBearer" in with_keys["components"]["securitySchemes"]
+    for path in ("/translate", "/v1/translate", "/v1/completions"):
+        operation = with_keys["paths"][path]["post"]
+        assert operation["security"] == [{"HTTPBearer": []}]
+        assert {"403", "429"} <= set(operation["responses"]), path
+    assert "security" not in with_keys["paths"]["/languages"]["get"]
+    without = client.get("/openapi.json").json()
+    assert "securitySchemes" not in without["components"]
+    assert all(
+        "security" not in op and "403" not in op["responses"]
+        for ops in without["paths"].values()
+        for op in ops.values()
+        if op is not without["paths"].get("/suggest", {}).get("post")
+    )
