@@ -42,9 +42,10 @@ async def index(request: Request):
 
 @router.get("/health")
 async def health(registry: Models):
-    """200 once every model is loaded; 503 while loading; 500 if loading failed."""
+    """200 ``{"status": "ok"}`` (LibreTranslate's answer) once every model is loaded; 503
+    while loading; 500 if loading failed."""
     if registry.ready.is_set():
-        return {"status": "ok", "models": list(registry.models)}
+        return {"status": "ok"}  # LibreTranslate's answer; the models: /v1/models
     if registry.error:
         return JSONResponse({"status": "failed", "error": registry.error}, 500)
     return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "2"})
