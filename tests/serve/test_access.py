@@ -382,3 +382,16 @@ def test_the_openapi_document_names_the_key_scheme_only_with_keys(guarded, clien
         for op in ops.values()
         if op is not without["paths"].get("/suggest", {}).get("post")
     )
+
+
+def test_a_batch_counts_as_many_requests_as_it_has_texts(model_dirs):
+    from aiayn.serve.access import AccessConfig
+
+    with make_client({"t": model_dirs["translator"]}, access=AccessConfig(req_limit=4)) as c:
+        wait_ready(c)
+        batch = {"q": ["Ja.", "Nein.", "Gut."], "target": "en"}
+        assert c.post("/translate", json=batch).status_code == 200  # 3 of 4
+        r = c.post("/v1/translate", json={"text": ["Ja.", "Nein."]})
+        assert r.status_code == 429  # 2 more: refused, and not counted
+        assert c.post("/v1/translate", json={"text": "Ja."}).status_code == 200  # the 4th
+        assert c.post("/v1/embeddings", json={"input": ["a"], "model": "t"}).status_code == 429

@@ -8,10 +8,11 @@ model (LibreTranslate's, OpenAI's and aiayn's) and by LibreTranslate's other gua
    ``api_key`` (LibreTranslate's, JSON or form);
 2. with ``--api-keys``, refuses a wrong key (403) and a missing one (400), except from an
    ``Origin`` matching ``--require-api-key-origin`` (unless ``--under-attack``);
-3. counts the request against the per-minute, per-hour and per-day limits of its key (a key's
-   own requests per minute replace the server's) or its client address, with the ``limits``
-   library (memory, or Redis shared by several servers with ``--shared-storage``): 429 with
-   ``Retry-After`` past a limit;
+3. counts the request (as many requests as it has texts, as LibreTranslate counts a batch)
+   against the per-minute, per-hour and per-day limits of its key (a key's own requests per
+   minute replace the server's) or its client address, with the ``limits`` library (memory,
+   or Redis shared by several servers with ``--shared-storage``): 429 with ``Retry-After``
+   past a limit;
 4. gives the route a ``Caller``: its key and the limits its texts are checked against.
 
 Whatever a route does, the model queues (``Registry.submit``) take work only from a request
@@ -141,7 +142,8 @@ class Gate:
 
     async def admit(self, request: Request, bearer: str | None) -> Caller:
         lt = request.url.path in LIBRETRANSLATE_PATHS
-        given = bearer or await body_api_key(request)
+        fields = await body_fields(request)
+        given = bearer or _text(fields.get("api_key"))
         key = None
         if self.keys is not None:
             if given:
@@ -155,7 +157,7 @@ class Gate:
         address = self.address(request)
         if self.limiter is not None:
             identity = f"key:{key.digest}" if key is not None else f"ip:{address}"
-            await self._count(identity, key, lt)
+            await self._count(identity, key, lt, cost=texts_in(fields))
         config, chars_by = self.config, "--max-chars"
         if key is not None and key.char_limit is not None and key.char_limit < config.max_chars:
             config = dataclasses.replace(config, max_chars=key.char_limit)
@@ -196,14 +198,14 @@ class Gate:
             if n > 0
         ]
 
-    async def _count(self, identity: str, key: ApiKey | None, lt: bool) -> None:
+    async def _count(self, identity: str, key: ApiKey | None, lt: bool, cost: int) -> None:
         items = self.limits_of(key)
         if not items:
             return
         if self.remote:
-            refused = await run_in_threadpool(self._hit, items, identity)
+            refused = await run_in_threadpool(self._hit, items, identity, cost)
         else:
-            refused = self._hit(items, identity)
+            refused = self._hit(items, identity, cost)
         if refused is None:
             return
         item, reset = refused
@@ -211,14 +213,14 @@ class Gate:
         message = f"Slowdown: {item}" if lt else f"rate limit: {item} (retry after {retry} s)"
         raise ServeError(429, message, None, headers={"Retry-After": str(retry)})
 
-    def _hit(self, items: list, identity: str):
-        """Count one request against every limit, or against none if one is spent: the first
-        limit spent and when its window frees a request."""
+    def _hit(self, items: list, identity: str, cost: int):
+        """Count a request (``cost``: its texts) against every limit, or against none if one
+        has not that many left: the first such limit and when its window frees a request."""
         for item in items:
-            if not self.limiter.test(item, identity):
+            if not self.limiter.test(item, identity, cost=cost):
                 return item, self.limiter.get_window_stats(item, identity).reset_time
         for item in items:
-            if not self.limiter.hit(item, identity):  # another request took the last one
+            if not self.limiter.hit(item, identity, cost=cost):  # taken meanwhile
                 return item, self.limiter.get_window_stats(item, identity).reset_time
         return None
 
@@ -227,25 +229,40 @@ class Gate:
             self.keys.close()
 
 
-async def body_api_key(request: Request) -> str | None:
-    """The ``api_key`` of a request's body (LibreTranslate's clients send it there), JSON or
-    form; None without one."""
+async def body_fields(request: Request) -> dict:
+    """The fields of a request's body (JSON or, on LibreTranslate's routes, a form); {} for
+    a body that is not an object, which the route then refuses."""
     if request.method not in ("POST", "PUT", "PATCH"):
-        return None
+        return {}
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()  # kept by the request: the route reads it again
     if media in ("application/x-www-form-urlencoded", "multipart/form-data"):
         if request.url.path not in LIBRETRANSLATE_PATHS:
-            return None  # refused as a body by JsonBody
+            return {}  # refused as a body by JsonBody
         form = await request.form()
-        value = form.get("api_key")
-    else:
-        try:
-            data = json.loads(body) if body.strip() else None
-        except ValueError:  # JsonBody answers it (LibreTranslate's text/plain bodies too)
-            return None
-        value = data.get("api_key") if isinstance(data, dict) else None
+        pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+        fields: dict = {}
+        for name, value in pairs:
+            fields.setdefault(name, []).append(value)
+        return {k: v if len(v) > 1 else v[0] for k, v in fields.items()}
+    try:
+        data = json.loads(body) if body.strip() else None
+    except ValueError:  # JsonBody answers it (LibreTranslate's text/plain bodies too)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _text(value) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def texts_in(fields: dict) -> int:
+    """What a request costs against the request limits: its texts (a batch of 10 counts as
+    10 requests, as LibreTranslate counts them), at least 1."""
+    for name in ("q", "text", "input"):
+        if isinstance(fields.get(name), list):
+            return max(1, len(fields[name]))
+    return 1
 
 
 _bearer = HTTPBearer(auto_error=False, description="an API key (aiayn keys add)")
