@@ -303,7 +303,9 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
     flags = [*flags, *shlex.split(args.serve_args)]
-    server = start_server(Path(args.model_dir), port, "--threads", str(args.threads), *flags)
+    server = start_server(
+        Path(args.model_dir), port, "--threads", str(args.threads), "--metrics", *flags
+    )
     rows = []
     try:
         load(port, sentences, 2, 2, 60, beam=args.beam)  # warm-up
@@ -344,9 +346,12 @@ def main() -> int:
     sentences = test_sentences(Path(args.corpus), 1000)
     if args.engines:
         return compare_engines(args, clients, sentences)
-    batched = run_mode(args, "batched", [], clients, sentences)
+    # the torch engine, as the recorded runs (serve's default is now auto; --serve-args
+    # '--engine auto' measures that)
+    batched = run_mode(args, "batched", ["--engine", "torch"], clients, sentences)
     unbatched_clients = [int(c) for c in args.unbatched_clients.split(",") if c]
-    alone = run_mode(args, "unbatched", ["--max-batch", "1"], unbatched_clients, sentences)
+    flags = ["--engine", "torch", "--max-batch", "1"]
+    alone = run_mode(args, "unbatched", flags, unbatched_clients, sentences)
     summary = {}
     base = {r["clients"]: r for r in alone}
     for row in batched:

@@ -25,3 +25,16 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt
     rm -f .venv/.aiayn-installed .venv/.aiayn-installed-*
     touch "$stamp"
 fi
+# redis-server: the tests of request limits shared by several servers (--shared-storage
+# redis://) start one on a free loopback port; installed from Debian's package where missing
+# (as root, e.g. on CI), otherwise those tests skip with a message
+if ! command -v redis-server >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q redis-server >/dev/null 2>&1 ||
+            { apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null; }
+    else
+        echo "redis-server is not installed (apt-get install redis-server, as root): the" \
+            "shared-limit tests will skip" >&2
+    fi
+fi

@@ -137,7 +137,7 @@ def test_serve_with_the_ctranslate2_engine_answers_as_the_torch_engine(shipped):
         assert r.status_code == 200
     from aiayn.serve.models import check_spec
 
-    with pytest.raises(ValueError, match="engine 'onnx': choose one of torch, ctranslate2"):
+    with pytest.raises(ValueError, match="engine 'onnx': choose one of auto, torch, ctranslate2"):
         check_spec(ModelSpec(shipped, "x", engine="onnx"))
 
 
@@ -153,3 +153,68 @@ def test_argos_language_codes_are_checked_before_any_work(shipped, tmp_path, cap
     err = capsys.readouterr().err
     assert f"{option}: an Argos Translate language code is 2 or 3 lower-case letters" in err
     assert "aiayn-argos-" not in err and not out.exists()
+
+
+def _test_sentences(n: int) -> list[str]:
+    import gzip
+
+    raw = gzip.decompress((REPO_ROOT / "data/ding-de-en/test.de.gz").read_bytes())
+    return raw.decode().splitlines()[:n]
+
+
+def test_the_default_engine_is_auto_ctranslate2_for_greedy_search(shipped):
+    """aiayn.load, aiayn serve and aiayn translate default to engine "auto": greedy search
+    by CTranslate2, with the torch engine's outputs on the test sentences; beam search,
+    prefixes and alignments by the torch model (its answers exactly)."""
+    import aiayn
+
+    sentences = _test_sentences(64)
+    auto, torch_engine = aiayn.load(shipped), aiayn.load(shipped, engine="torch")
+    assert auto.engine == "ctranslate2" and auto.engines == {
+        "greedy": "ctranslate2",
+        "other": "torch",
+    }
+    assert torch_engine.engine == "torch"
+    greedy = [t.text for t in auto.translate(sentences, scores=False)]
+    assert greedy == [t.text for t in torch_engine.translate(sentences, scores=False)]
+    for options in (
+        dict(beam=4, nbest=2),  # lenpen 0.6: CTranslate2's beam search would differ
+        dict(prefix=["Good"] * 4),
+        dict(alignment=True),
+    ):
+        got, want = (
+            auto.translate(sentences[:4], **options),
+            torch_engine.translate(sentences[:4], **options),
+        )
+        assert got == want, options
+
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx2")
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.models import ModelSpec
+    from tests.serve.conftest import wait_ready
+
+    with TestClient(create_app([ModelSpec(shipped, "ding")])) as client:
+        wait_ready(client)
+        [described] = client.get("/v1/models").json()["data"]
+        assert described["engine"] == "ctranslate2"
+        assert described["engines"] == {"greedy": "ctranslate2", "other": "torch"}
+        r = client.post("/translate", json={"q": sentences, "source": "de", "target": "en"})
+        assert r.json()["translatedText"] == greedy
+        r = client.post("/translate", json={"q": sentences[:4], "target": "en", "alternatives": 1})
+        want = torch_engine.translate(sentences[:4], beam=2, nbest=2)
+        assert r.json()["alternatives"] == [[t.hypotheses[1].text] for t in want]
+
+
+def test_auto_falls_back_to_torch(shipped, monkeypatch):
+    import aiayn
+    from aiayn.api import engine
+
+    assert aiayn.load(shipped, dtype="bfloat16").engine == "torch"  # CTranslate2: float32
+    monkeypatch.setattr(engine, "ctranslate2_installed", lambda: False)
+    assert aiayn.load(shipped).engine == "torch"
+    with pytest.raises(Exception, match="an ensemble decodes with the torch engine"):
+        aiayn.load([shipped, shipped], engine="ctranslate2")
+    assert aiayn.load([shipped, shipped]).engine == "torch"  # auto: an ensemble is torch's

@@ -182,7 +182,7 @@ def _output(command, dirs, corpus, tmp_path, capsys, monkeypatch, flags, name):
     if command == "serve":
         from aiayn.serve.models import ServedModel
 
-        def run_server(specs, config, host, port):
+        def run_server(specs, config, host, port, **settings):
             served.extend(ServedModel(spec).describe() for spec in specs)
             return 0
 

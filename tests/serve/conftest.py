@@ -70,7 +70,9 @@ def wait_ready(client, seconds: float = 30.0):
     raise AssertionError(f"server not ready: {r.status_code} {r.text}")
 
 
-def make_client(model_dirs, **limits):
+def make_client(model_dirs, access=None, frontend=None, **limits):
+    """A test client of the app serving ``model_dirs``; ``access``, ``frontend``: the
+    ``AccessConfig`` and ``FrontendConfig`` (default: the server's defaults)."""
     from fastapi.testclient import TestClient
 
     from aiayn.serve.app import create_app
@@ -78,12 +80,15 @@ def make_client(model_dirs, **limits):
     from aiayn.serve.models import ModelSpec
 
     specs = [ModelSpec(path, path.name) for path in model_dirs.values()]
-    return TestClient(create_app(specs, ServeConfig(**limits)))
+    return TestClient(create_app(specs, ServeConfig(**limits), access=access, frontend=frontend))
 
 
 @pytest.fixture(scope="module")
 def client(model_dirs):
-    with make_client(model_dirs) as c:
+    """The three models with the server's default settings, and /metrics on."""
+    from aiayn.serve.access import AccessConfig
+
+    with make_client(model_dirs, access=AccessConfig(metrics=True)) as c:
         wait_ready(c)
         yield c
 

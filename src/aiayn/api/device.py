@@ -123,7 +123,7 @@ def placement(
             "quantize",
             "dtype",
         )
-    if resolved_dtype is not torch.float32 and engine != "torch":
+    if resolved_dtype is not torch.float32 and engine == "ctranslate2":
         raise OptionError(
             f"dtype {name} needs engine torch; engine {engine} decodes in float32 (int8 with "
             "quantize int8)",

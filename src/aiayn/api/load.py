@@ -8,14 +8,13 @@ from pathlib import Path
 import torch
 
 from aiayn.api.encoder import Classifier, Encoder
+from aiayn.api.engine import ENGINES, resolve_engine
 from aiayn.api.generator import Generator
 from aiayn.api.translator import Translator
 from aiayn.config import ModelConfig
 from aiayn.errors import UserError
 from aiayn.infer.classify import check_classifier
 from aiayn.modeldir import ModelDir
-
-ENGINES = ("torch", "ctranslate2")
 
 # what each kind of model directory is good for, by command
 FITS = {
@@ -56,7 +55,7 @@ def load(
     quantize: str | None = None,
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
-    engine: str = "torch",
+    engine: str = "auto",
     cache_dir: str | Path | None = None,
 ) -> Translator | Generator | Classifier | Encoder:
     """The model in directory ``path`` as the object of its family: a ``Translator``
@@ -74,7 +73,10 @@ def load(
     ("float32", "bfloat16", or "float16" on CUDA only) is what the floating weights are cast
     to after loading (``aiayn.api.device``; a device or dtype this machine cannot run is a
     ``UserError`` before anything loads). A list of translator directories loads an ensemble
-    (``Translator.ensemble``: their per-step probabilities averaged; torch engine). ``engine`` "ctranslate2" (translators only; ``pip
+    (``Translator.ensemble``: their per-step probabilities averaged; torch engine). ``engine``
+    "auto" (the default) translates greedy search with CTranslate2 where it is installed and
+    runs the model as asked, everything else with the torch model (``aiayn.api.engine``);
+    "torch" always with the torch model; "ctranslate2" (translators only; ``pip
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
     ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
     ``path`` cannot be written, ``$XDG_CACHE_HOME/aiayn/ctranslate2``; ``quantize`` "int8":
@@ -89,12 +91,14 @@ def load(
                 raise UserError(
                     f"{member.path}: an ensemble is of translators (encoder-decoder models)"
                 )
-        if engine != "torch":
+        if engine == "ctranslate2":
             raise UserError("an ensemble decodes with the torch engine (engine 'torch')")
         return Translator.ensemble(members, quantize=quantize, device=device, dtype=dtype)
     directory = ModelDir.open(path)
     check_engine(engine, directory.config, directory.path)
-    if engine != "torch":
+    int8 = quantize or directory.quantization
+    used = resolve_engine(engine, directory.config, device=device, dtype=dtype, quantize=int8)
+    if used != "torch":
         return Translator.from_dir(
             directory,
             quantize=quantize,
@@ -112,7 +116,7 @@ def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
     """``engine`` is one of ``ENGINES``, and one the model's family decodes with."""
     if engine not in ENGINES:
         raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    if engine != "torch" and config.family != "encoder-decoder":
+    if engine == "ctranslate2" and config.family != "encoder-decoder":
         raise UserError(
             f"{path} holds a model of the {kind(config)} family; the {engine} engine translates "
             "with encoder-decoder models only (use engine 'torch')"
@@ -126,7 +130,7 @@ def load_for(
     quantize: str | None = None,
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
-    engine: str = "torch",
+    engine: str = "auto",
     cache_dir: str | Path | None = None,
 ):
     """``load`` for a command (translate, evaluate, attention, generate, embed, classify):

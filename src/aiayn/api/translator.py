@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
 from aiayn.api.base import LoadedModel
 from aiayn.api.device import placement
+from aiayn.api.engine import needs_torch, resolve_engine
 from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.data.batching import pad
@@ -44,6 +47,9 @@ class Translator(LoadedModel):
     def __init__(self, model, tokenizer, path=None, run=None, *, decoder=None):
         super().__init__(model, tokenizer, path, run)
         self.decoder = self.model if decoder is None else decoder
+        self.auto = False  # engine "auto": greedy search without scores goes to CTranslate2
+        self._make_fast: Callable[[], object] | None = None  # builds it, on first use
+        self._fast_lock = threading.Lock()
 
     @classmethod
     def from_dir(
@@ -59,23 +65,45 @@ class Translator(LoadedModel):
         """Load a model directory; ``engine`` "ctranslate2" also converts it for CTranslate2
         (once; cached in ``cache_dir``, by default as ``aiayn.load`` says), which then
         translates on ``device``'s kind with as many threads as torch has
-        (``torch.get_num_threads``), in float32 (int8 with ``quantize``)."""
-        if engine == "torch":
-            return super().from_dir(path, quantize=quantize, device=device, dtype=dtype)
+        (``torch.get_num_threads``), in float32 (int8 with ``quantize``); "auto" does so
+        where CTranslate2 is installed and runs the model as asked, and then decodes greedy
+        search only with it (``aiayn.api.engine``)."""
+        directory = ModelDir.open(path)
+        int8 = quantize or directory.quantization
+        used = resolve_engine(engine, directory.config, device=device, dtype=dtype, quantize=int8)
+        if used == "torch":
+            return super().from_dir(directory, quantize=quantize, device=device, dtype=dtype)
         from aiayn.interop.ctranslate2 import CTranslate2Engine
 
-        directory = ModelDir.open(path)
-        where = placement(device, dtype, quantize=quantize or directory.quantization, engine=engine)
-        decoder = CTranslate2Engine(
+        where = placement(device, dtype, quantize=int8, engine=used)
+        make = functools.partial(
+            CTranslate2Engine,
             directory,
             quantize=quantize,
             device=str(where.device),
             threads=torch.get_num_threads(),
             cache_dir=cache_dir,
         )
+        decoder = None if engine == "auto" else make()  # "auto": converted on first use
         translator = super().from_dir(directory, quantize=quantize, device=where.device)
-        translator.decoder = decoder
+        if decoder is not None:
+            translator.decoder = decoder
+        else:
+            translator.auto, translator._make_fast = True, make
         return translator
+
+    def fast_decoder(self):
+        """Under engine "auto": the CTranslate2 engine, converted (once, cached) on the first
+        call; None where there is none (another engine, or a model CTranslate2 cannot take,
+        which the torch model then decodes)."""
+        with self._fast_lock:
+            if self._make_fast is not None:
+                make, self._make_fast = self._make_fast, None
+                try:
+                    self.decoder = make()
+                except UserError:  # no CTranslate2 counterpart: aiayn's model decodes it
+                    self.auto = False
+        return self.decoder if self.auto else None
 
     @classmethod
     def ensemble(
@@ -108,8 +136,14 @@ class Translator(LoadedModel):
 
     @property
     def engine(self) -> str:
-        """What ``translate`` decodes with: "torch" or "ctranslate2"."""
-        return getattr(self.decoder, "name", "torch")
+        """What ``translate`` decodes with: "torch" or "ctranslate2" (under engine "auto":
+        what greedy search decodes with; everything else runs the torch model)."""
+        return "ctranslate2" if self.auto else getattr(self.decoder, "name", "torch")
+
+    @property
+    def engines(self) -> dict[str, str]:
+        """What decodes which requests: {"greedy": engine, "other": engine}."""
+        return {"greedy": self.engine, "other": "torch" if self.auto else self.engine}
 
     @property
     def languages(self) -> tuple[str, str] | None:
@@ -169,8 +203,19 @@ class Translator(LoadedModel):
                 "('' for none)",
                 "prefix",
             )
+        decoder = self.decoder
+        if self.auto:
+            plain = not needs_torch(
+                beam=beam,
+                nbest=nbest,
+                sampling=sampling,
+                prefixes=prefixes,
+                alignment=alignment,
+                scores=scores,
+            )
+            decoder = (self.fast_decoder() if plain else None) or self.model
         out, truncated = decoding.translate_texts(
-            self.decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
+            decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
             early_stop, max_tokens, sampling, first_index, scores, prefixes,
         )  # fmt: skip
         cut = set(truncated)

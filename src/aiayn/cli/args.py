@@ -126,9 +126,11 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
         choices=ENGINES,
-        default="torch",
-        help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached; "
-        "pip install 'aiayn[ctranslate2]')",
+        default="auto",
+        help="what decodes: auto (the default: CTranslate2 for greedy search where it is "
+        "installed and runs the model as asked, aiayn's PyTorch model for the rest), torch "
+        "(aiayn's model), or ctranslate2 (converted once and cached; pip install "
+        "'aiayn[ctranslate2]')",
     )
     p.add_argument(
         "--cache-dir",
@@ -146,7 +148,7 @@ def load_translator(command: str, args: argparse.Namespace):
 
     dirs = args.model_dir if isinstance(args.model_dir, list) else [args.model_dir]
     if len(dirs) > 1:
-        if args.engine != "torch":
+        if args.engine == "ctranslate2":
             raise UserError(
                 f"--engine {args.engine} decodes one model; an ensemble decodes with --engine torch"
             )

@@ -8,7 +8,17 @@ import sys
 import warnings
 
 from aiayn import __version__
-from aiayn.cli import encode, generate, interop, model_tools, prepare, serve, train, translate
+from aiayn.cli import (
+    encode,
+    generate,
+    interop,
+    keys,
+    model_tools,
+    prepare,
+    serve,
+    train,
+    translate,
+)
 from aiayn.errors import (
     OptionError,
     TrainingInterrupted,
@@ -31,6 +41,7 @@ COMMANDS = (
     translate.add_attention,
     translate.add_evaluate,
     serve.add_serve,
+    keys.add_keys,
     interop.add_interop,
 )
 FLAGS = {"sampling": "--sample"}  # API option -> flag, where the names differ

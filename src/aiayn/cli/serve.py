@@ -34,11 +34,97 @@ def add_serve(sub) -> None:
     add_quantize_argument(p)
     add_engine_argument(p)
     add_device_arguments(p)
+    aliases = {"max_chars": ["--char-limit"], "max_texts": ["--batch-limit"]}  # LibreTranslate's
     for name, (default, text) in ServeConfig.flags().items():
         p.add_argument(
-            "--" + name.replace("_", "-"), type=type(default), default=default, help=text
+            "--" + name.replace("_", "-"),
+            *aliases.get(name, []),
+            dest=name,
+            type=type(default),
+            default=default,
+            help=text,
         )
+    add_access_arguments(p)
     p.set_defaults(func=cmd_serve)
+
+
+def add_access_arguments(p: argparse.ArgumentParser) -> None:
+    """API keys, request limits and LibreTranslate's settings, by LibreTranslate's names."""
+    from aiayn.serve.keys import DEFAULT_DB
+
+    g = p.add_argument_group("access and limits (LibreTranslate's flags)")
+    g.add_argument(
+        "--api-keys",
+        action="store_true",
+        help="require an API key (aiayn keys add) on every route that runs a model",
+    )
+    g.add_argument(
+        "--api-keys-db",
+        "--api-keys-db-path",
+        default=DEFAULT_DB,
+        help=f"the API keys' SQLite file (default: {DEFAULT_DB} here)",
+    )
+    g.add_argument(
+        "--require-api-key-origin",
+        default="",
+        metavar="REGEX",
+        help="with --api-keys: a request whose Origin matches needs no key (your own page)",
+    )
+    g.add_argument(
+        "--under-attack",
+        action="store_true",
+        help="with --api-keys: every request needs a key, whatever its Origin",
+    )
+    g.add_argument(
+        "--get-api-key-link", default="", help="where to get a key, named to a client without one"
+    )
+    for flag, alias, per in (
+        ("--requests-per-minute", "--req-limit", "minute"),
+        ("--requests-per-hour", "--hourly-req-limit", "hour"),
+        ("--requests-per-day", "--daily-req-limit", "day"),
+    ):
+        g.add_argument(
+            flag,
+            alias,
+            dest=alias.removeprefix("--").replace("-", "_"),
+            type=int,
+            default=0,
+            help=f"requests per {per} per API key or client address (0 or -1: no limit; "
+            "a key's own limit replaces it); 429 with Retry-After above",
+        )
+    g.add_argument(
+        "--shared-storage",
+        "--req-limit-storage",
+        default="memory://",
+        help="where the limits count: memory:// (this process) or redis://HOST:PORT (shared "
+        "by every server using it)",
+    )
+    g.add_argument(
+        "--trust-forwarded-for",
+        action="store_true",
+        help="the client address is X-Forwarded-For's first (only behind a proxy that sets it)",
+    )
+    g.add_argument("--metrics", action="store_true", help="serve Prometheus metrics at /metrics")
+    g.add_argument(
+        "--metrics-auth-token", default="", help="/metrics needs Authorization: Bearer TOKEN"
+    )
+    g.add_argument(
+        "--alternatives-limit",
+        type=int,
+        default=-1,
+        help="most alternatives per text on /translate (-1: --max-beam's)",
+    )
+    g.add_argument("--suggestions", action="store_true", help="store /suggest's suggestions")
+    g.add_argument(
+        "--suggestions-db", default="aiayn-suggestions.db", help="the suggestions' SQLite file"
+    )
+    g.add_argument("--disable-web-ui", action="store_true", help="no page at /")
+    g.add_argument(
+        "--frontend-timeout",
+        type=int,
+        default=500,
+        help="/frontend/settings' frontendTimeout (milliseconds)",
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -52,7 +138,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
         raise RuntimeError(
             f"serve needs the serve extra: pip install 'aiayn[serve]' ({e})"
         ) from None
+    from aiayn.serve.access import AccessConfig
+    from aiayn.serve.config import FrontendConfig
+
     config = ServeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig)})
+    access = AccessConfig(
+        **{f.name: getattr(args, f.name) for f in dataclasses.fields(AccessConfig)}
+    )
+    frontend = FrontendConfig(
+        **{f.name: getattr(args, f.name) for f in dataclasses.fields(FrontendConfig)}
+    )
     check_placement(args)
     if args.threads:
         import torch
@@ -69,4 +164,4 @@ def cmd_serve(args: argparse.Namespace) -> None:
         device=args.device,
         dtype=args.dtype,
     )
-    run_server(specs, config, args.host, args.port)
+    run_server(specs, config, args.host, args.port, access=access, frontend=frontend)

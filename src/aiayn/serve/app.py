@@ -9,21 +9,43 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from aiayn.serve import docs
-from aiayn.serve.config import ServeConfig
+from aiayn.serve.access import AccessConfig, Gate
+from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, install_error_handlers
 from aiayn.serve.inputs import JsonBody
 from aiayn.serve.models import ModelSpec
 from aiayn.serve.openapi import install_openapi
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import libretranslate, native, openai
+from aiayn.serve.suggestions import SuggestionStore
+
+# the headers LibreTranslate adds to every answer, so that pages elsewhere may call the API
+CORS_HEADERS = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-allow-headers", b"Authorization, Content-Type"),
+    (b"access-control-expose-headers", b"Authorization"),
+    (b"access-control-allow-methods", b"GET, POST"),
+    (b"access-control-allow-credentials", b"true"),
+    (b"access-control-max-age", str(60 * 60 * 24 * 20).encode()),
+]
 
 
 def create_app(
-    specs: list[ModelSpec], config: ServeConfig | None = None, background: bool = True
+    specs: list[ModelSpec],
+    config: ServeConfig | None = None,
+    background: bool = True,
+    access: AccessConfig | None = None,
+    frontend: FrontendConfig | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``specs``; models load at start-up (in the
-    background unless ``background`` is False; ``/health`` says when they are ready)."""
+    background unless ``background`` is False; ``/health`` says when they are ready).
+    ``access``: API keys and request limits (``aiayn.serve.access``); ``frontend``:
+    LibreTranslate's other settings."""
     config = config or ServeConfig()
+    access, frontend = access or AccessConfig(), frontend or FrontendConfig()
+    gate = Gate(access, config)
+    gate.check_storage()
+    suggestions = SuggestionStore(frontend.suggestions_db) if frontend.suggestions else None
     registry = Registry(specs, config)
 
     @asynccontextmanager
@@ -34,6 +56,9 @@ def create_app(
             registry.load()
         yield
         await asyncio.to_thread(registry.close)
+        gate.close()
+        if suggestions is not None:
+            suggestions.close()
 
     app = FastAPI(
         title="aiayn",
@@ -43,13 +68,40 @@ def create_app(
         docs_url=None,  # docs.router serves /docs with local files
         redoc_url=None,  # its script would come from a CDN
     )
-    app.state.registry = registry
+    app.state.registry, app.state.gate = registry, gate
+    app.state.frontend, app.state.suggestions = frontend, suggestions
     install_error_handlers(app)
     app.include_router(docs.router)
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
+    app.add_middleware(Cors)  # outermost: every answer, errors included
     for router in (native.router, libretranslate.router, openai.router):
         app.include_router(router)
+    if access.metrics:
+        app.include_router(native.metrics_router)
     install_openapi(app, registry)
     return app
+
+
+class Cors:
+    """ASGI middleware: LibreTranslate's CORS headers on every answer; a browser's preflight
+    (OPTIONS with Access-Control-Request-Method) is answered 200 with them."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        if scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
+            await send({"type": "http.response.start", "status": 200, "headers": CORS_HEADERS})
+            return await send({"type": "http.response.body", "body": b""})
+
+        async def with_cors(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *CORS_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, with_cors)

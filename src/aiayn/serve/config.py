@@ -58,3 +58,19 @@ class ServeConfig:
         _check_float("batch_wait_ms", self.batch_wait_ms, 0.0, 10000.0)
         _check_int("max_batch", self.max_batch, 1)
         _check_int("beam", self.beam, 1, self.max_beam)
+
+
+@dataclass(frozen=True)
+class FrontendConfig:
+    """LibreTranslate's settings beyond access and limits (``aiayn serve`` flags of the same
+    names as LibreTranslate's)."""
+
+    alternatives_limit: int = -1  # largest ``alternatives`` on /translate (-1: --max-beam's)
+    suggestions: bool = False  # /suggest stores suggestions (403 without)
+    suggestions_db: str = "aiayn-suggestions.db"
+    disable_web_ui: bool = False  # no page at /
+    frontend_timeout: int = 500  # /frontend/settings' frontendTimeout (milliseconds)
+
+    def __post_init__(self) -> None:
+        _check_int("alternatives_limit", self.alternatives_limit, -1)
+        _check_int("frontend_timeout", self.frontend_timeout, 0)

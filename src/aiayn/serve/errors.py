@@ -20,7 +20,8 @@ from aiayn.errors import UserError
 
 log = logging.getLogger("aiayn.serve")
 
-LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages")
+# LibreTranslate's routes: its error body, and 400 where aiayn's other routes answer 422
+LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages", "/suggest", "/frontend/settings")
 
 
 class ServeError(Exception):
@@ -47,6 +48,8 @@ def error_body(path: str, status: int, message: str, param: str | None = None) -
 def error_response(
     path: str, status: int, message: str, param: str | None = None, headers: dict | None = None
 ) -> JSONResponse:
+    if status == 422 and path in LIBRETRANSLATE_PATHS:
+        status = 400  # LibreTranslate answers every invalid request 400
     return JSONResponse(error_body(path, status, message, param), status, headers=headers)
 
 

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from aiayn.serve.access import Caller
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import (
     LIBRETRANSLATE_PATHS,
@@ -35,8 +36,22 @@ LANGUAGE_NAMES = {
 }  # fmt: skip
 
 
-def texts_of(value: str | list[str], field: str, config: ServeConfig) -> list[str]:
-    """The texts of a request, within the per-request limits."""
+_URL = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.)\S+|\S+@\S+\.\w+")
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter outside URLs and e-mail addresses: a text without one
+    (an emoji, a number, a URL) has nothing to translate, and a model given it invents words."""
+    rest = _URL.sub(" ", text)
+    return any(c.isalpha() for c in rest)
+
+
+def texts_of(value: str | list[str], field: str, limits: ServeConfig | Caller) -> list[str]:
+    """The texts of a request, within the per-request limits (a ``Caller``'s: the server's,
+    with its API key's characters per text)."""
+    config, chars_by = (
+        (limits.config, limits.chars_by) if isinstance(limits, Caller) else (limits, "--max-chars")
+    )
     texts = [value] if isinstance(value, str) else list(value)
     if not texts:
         raise ServeError(422, f"{field}: give at least one text", field)
@@ -51,8 +66,7 @@ def texts_of(value: str | list[str], field: str, config: ServeConfig) -> list[st
             name = field if isinstance(value, str) else f"{field}[{i}]"
             raise ServeError(
                 422,
-                f"{name}: {len(text)} characters; at most {config.max_chars} per text "
-                "(--max-chars)",
+                f"{name}: {len(text)} characters; at most {config.max_chars} per text ({chars_by})",
                 name,
             )
     return texts
@@ -255,6 +269,17 @@ async def libretranslate_body(request: Request, schema: type[BaseModel]) -> Base
             data.setdefault(key, []).append(value)
         data = {k: v if len(v) > 1 else v[0] for k, v in data.items()}
         check_json_value(data)
+    if not isinstance(data, dict):
+        raise ServeError(400, "Invalid JSON format", "body")
+    for name, field in schema.model_fields.items():  # LibreTranslate's words for a missing one
+        if field.is_required() and data.get(name) in (None, [], ""):
+            if name == "q" and data.get(name) == "":
+                continue  # an empty text translates to the empty text
+            raise ServeError(400, f"Invalid request: missing {name} parameter", name)
+    if "format" in schema.model_fields and data.get("format") not in (None, "", "text", "html"):
+        raise ServeError(400, f"{data['format']} format is not supported", "format")
+    if data.get("format") == "":
+        data = {**data, "format": "text"}
     try:  # a form's values are all strings: read them as the fields' types
         return schema.model_validate(data, context={"form": pairs is not None})
     except ValidationError as e:

@@ -25,7 +25,8 @@ from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
-    "ctranslate2" translates with CTranslate2 (``aiayn.load``'s engine); ``members``: further
+    "auto" (CTranslate2 for greedy search where installed) or "ctranslate2" translates with
+    CTranslate2 (``aiayn.load``'s engine); ``members``: further
     translators decoded with the one in ``path`` as an ensemble (their per-step probabilities
     averaged); ``device`` and ``dtype``: where the model runs and its weights' dtype
     (``aiayn.load``'s)."""
@@ -34,7 +35,7 @@ class ModelSpec:
     name: str
     languages: tuple[str, ...] | None = None
     quantize: str | None = None
-    engine: str = "torch"
+    engine: str = "auto"
     cache_dir: Path | None = None  # the ctranslate2 engine's cache (aiayn.load's cache_dir)
     members: tuple[Path, ...] = ()
     device: str = "cpu"  # auto, cpu, cuda or cuda:N
@@ -61,7 +62,7 @@ def _opened(spec: ModelSpec) -> list[ModelDir]:
                 f"{directory.path}: no tokenizer (tokenizer.model or tokenizer.json)"
             )
     if spec.members:
-        if spec.engine != "torch":
+        if spec.engine == "ctranslate2":
             raise ValueError(f"{spec.name}: an ensemble decodes with the torch engine")
         for directory in directories:
             if directory.config.family != "encoder-decoder":
@@ -97,7 +98,14 @@ class ServedModel:
             engine=spec.engine,
             cache_dir=spec.cache_dir,
         )
-        self.engine = spec.engine
+        if isinstance(self.api, Translator) and self.api.auto:
+            self.api.fast_decoder()  # converted now, not on the first request
+        self.engine = self.api.engine if isinstance(self.api, Translator) else "torch"
+        self.engines = (
+            self.api.engines
+            if isinstance(self.api, Translator)
+            else {"greedy": "torch", "other": "torch"}
+        )
         self.config = self.api.config
         self.family = self.config.family
         self.labels: list[str] | None = (
@@ -141,6 +149,7 @@ class ServedModel:
             "labels": self.labels,
             "quantization": self.api.quantization,
             "engine": self.engine,
+            "engines": self.engines,  # under --engine auto: greedy search, and the rest
             "device": str(self.api.device),
             "dtype": self.api.dtype,
             "path": str(self.path),

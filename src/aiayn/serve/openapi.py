@@ -27,7 +27,8 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
 import aiayn
-from aiayn.serve.config import ServeConfig
+from aiayn.serve.access import AccessConfig
+from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.errors import LIBRETRANSLATE_PATHS
 from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR
 
@@ -52,7 +53,12 @@ class LibreTranslateError(BaseModel):
 
 
 STATUSES = {
-    400: "the body is not valid JSON (or not a UTF-8 form)",
+    400: "the body is not valid JSON (or not a UTF-8 form); on LibreTranslate's routes, any "
+    "invalid request (a field missing or out of range, a language not served, a limit)",
+    401: "/metrics without its bearer token (--metrics-auth-token)",
+    403: "an API key that is not in the server's database; /suggest without --suggestions",
+    429: "over a request limit (--req-limit, --hourly-req-limit, --daily-req-limit, or the API "
+    "key's): retry after Retry-After",
     404: "no such model is served",
     413: "the body is over the server's --max-body-bytes",
     415: "the body is neither JSON nor (LibreTranslate's routes) a form",
@@ -84,7 +90,13 @@ def install_openapi(app: FastAPI, registry) -> None:
                 summary=app.summary,
                 routes=app.routes,
             )
-            document(schema, registry.config, served_models(registry))
+            document(
+                schema,
+                registry.config,
+                served_models(registry),
+                app.state.gate.access,
+                app.state.frontend,
+            )
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -123,8 +135,18 @@ def fits(model: dict, family: str) -> bool:
     return model["family"] == family
 
 
-def document(schema: dict, config: ServeConfig, models: list[dict]) -> None:
-    """Add the error answers, the limits, the models and the languages to ``schema``."""
+def document(
+    schema: dict,
+    config: ServeConfig,
+    models: list[dict],
+    access: AccessConfig | None = None,
+    frontend: FrontendConfig | None = None,
+) -> None:
+    """Add the error answers, the limits, the models and the languages to ``schema``; the
+    bearer-key security scheme only where ``access`` requires keys."""
+    access, frontend = access or AccessConfig(), frontend or FrontendConfig()
+    if not access.api_keys:  # no key is asked for: no scheme (a client would send one)
+        schema.get("components", {}).pop("securitySchemes", None)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in (ErrorDetail, ErrorResponse, LibreTranslateError):
         body = model.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -132,7 +154,10 @@ def document(schema: dict, config: ServeConfig, models: list[dict]) -> None:
         components[model.__name__] = body
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
-            _document_errors(path, method, operation)
+            guarded = "security" in operation  # declares aiayn.serve.access.Guarded
+            if not access.api_keys:
+                operation.pop("security", None)
+            _document_errors(path, method, operation, guarded, access)
             for parameter in operation.get("parameters", []):
                 if parameter.get("name") == "model_id":  # GET /v1/models/{model_id}
                     parameter["schema"] = {
@@ -142,15 +167,26 @@ def document(schema: dict, config: ServeConfig, models: list[dict]) -> None:
             body = operation.get("requestBody", {}).get("content", {})
             for media in body.values():
                 target = _request_schema(media["schema"], components)
-                _constrain(target, path, config, models)
+                _constrain(target, path, config, models, frontend)
     for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422, not ours
         components.pop(name, None)
 
 
-def _document_errors(path: str, method: str, operation: dict) -> None:
-    body = "LibreTranslateError" if path in LIBRETRANSLATE_PATHS else "ErrorResponse"
+def _document_errors(
+    path: str, method: str, operation: dict, guarded: bool, access: AccessConfig
+) -> None:
+    lt = path in LIBRETRANSLATE_PATHS
+    body = "LibreTranslateError" if lt else "ErrorResponse"
     if method == "post":
         statuses = POST_STATUSES
+        if lt:  # LibreTranslate answers 400 where aiayn's routes answer 422
+            statuses = tuple(s for s in statuses if s != 422)
+        if guarded and access.api_keys:
+            statuses += (403,)
+        if guarded and (access.limited or access.api_keys):
+            statuses += (429,)
+        if path == "/suggest":
+            statuses += (403,)
     elif "{" in path:
         statuses = (404, 422, 500, 503)
     elif path == "/health":
@@ -189,7 +225,9 @@ def _request_schema(schema: dict, components: dict) -> dict:
     return schema
 
 
-def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict]) -> None:
+def _constrain(
+    schema: dict, path: str, config: ServeConfig, models: list[dict], frontend: FrontendConfig
+) -> None:
     properties = schema.get("properties", {})
     for name in TEXT_FIELDS & set(properties):
         field = properties[name]
@@ -200,7 +238,7 @@ def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict])
     for name, limit in (
         ("beam", config.max_beam),
         ("nbest", config.max_beam),
-        ("alternatives", config.max_beam - 1),
+        ("alternatives", _alternatives_limit(config, frontend)),
         ("max_len_offset", config.max_new_tokens),
         ("max_tokens", config.max_new_tokens),
     ):
@@ -251,6 +289,11 @@ def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict])
             **properties["target"],
             "enum": list(dict.fromkeys(b for _, b in pairs)),
         }
+
+
+def _alternatives_limit(config: ServeConfig, frontend: FrontendConfig) -> int:
+    limit = config.max_beam - 1
+    return limit if frontend.alternatives_limit == -1 else min(limit, frontend.alternatives_limit)
 
 
 def _texts(field: dict, config: ServeConfig, single: bool) -> dict:

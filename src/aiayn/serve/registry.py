@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from aiayn.serve.access import require_admitted
 from aiayn.serve.batching import BatchQueue, Job, QueueClosed, QueueFull
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import ServeError
@@ -190,7 +191,9 @@ class Registry:
         run: Callable[[list], list],
         key: Hashable | None = None,
     ) -> tuple[Job, asyncio.Future]:
-        """Queue ``items`` on ``model``'s worker: (job, future of the results)."""
+        """Queue ``items`` on ``model``'s worker: (job, future of the results). Only for a
+        request the access check admitted (``aiayn.serve.access``)."""
+        require_admitted(f"a request for model {model.name}")
         try:
             return self.queues[model.name].submit(items, run, key)
         except QueueFull as e:

@@ -45,11 +45,21 @@ class LibreTranslateRequest(BaseModel):
     prefix: str = Field(
         "", description="aiayn's: target text every translation begins with ('': none)"
     )
-    api_key: str | None = Field(None, description="accepted and ignored (no keys here)")
+    api_key: str | None = Field(None, description="the API key (with aiayn serve --api-keys)")
 
 
 class DetectRequest(BaseModel):
-    q: str = Field(description="text whose language to detect")
+    q: Texts = Field(description="text whose language to detect, or a list of texts")
+    api_key: str | None = None
+
+
+class SuggestRequest(BaseModel):
+    """LibreTranslate's ``/suggest`` body: a better translation ``s`` of ``q``."""
+
+    q: str = Field(description="the original text")
+    s: str = Field(description="the suggested translation")
+    source: str = Field(description="the original text's language")
+    target: str = Field(description="the suggestion's language")
     api_key: str | None = None
 
 

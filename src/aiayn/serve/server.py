@@ -16,8 +16,9 @@ from pathlib import Path
 
 import uvicorn
 
+from aiayn.serve.access import AccessConfig
 from aiayn.serve.app import create_app
-from aiayn.serve.config import ServeConfig
+from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.models import ModelSpec, check_spec
 
 log = logging.getLogger("aiayn.serve")
@@ -34,7 +35,7 @@ def model_specs(
     names: list[str] | None = None,
     languages: list[str] | None = None,
     quantize: str | None = None,
-    engine: str = "torch",
+    engine: str = "auto",
     cache_dir: str | None = None,
     ensemble: bool = False,
     device: str = "cpu",
@@ -108,18 +109,25 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(specs: list[ModelSpec], config: ServeConfig, host: str, port: int) -> int:
+def run_server(
+    specs: list[ModelSpec],
+    config: ServeConfig,
+    host: str,
+    port: int,
+    access: AccessConfig | None = None,
+    frontend: FrontendConfig | None = None,
+) -> int:
     """Serve until SIGTERM or Ctrl-C; 0 after a graceful stop, 2 if the models fail to load."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     sock = listen_socket(host, port)
     try:
-        return _serve(sock, specs, config, host, port)
+        app = create_app(specs, config, access=access, frontend=frontend)
+        return _serve(sock, app, config, host, port)
     finally:
         sock.close()
 
 
-def _serve(sock, specs: list[ModelSpec], config: ServeConfig, host: str, port: int) -> int:
-    app = create_app(specs, config)
+def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from aiayn.serve import schemas as s
+from aiayn.serve.access import Guarded, check_metrics_token
 from aiayn.serve.errors import ServeError
 from aiayn.serve.inputs import (
     check_beam,
@@ -33,30 +34,38 @@ def page() -> str:
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def index():
+async def index(request: Request):
+    if request.app.state.frontend.disable_web_ui:
+        raise ServeError(404, "no web page here (--disable-web-ui); the API is at /docs")
     return HTMLResponse(page())
 
 
 @router.get("/health")
 async def health(registry: Models):
-    """200 once every model is loaded; 503 while loading; 500 if loading failed."""
+    """200 ``{"status": "ok"}`` (LibreTranslate's answer) once every model is loaded; 503
+    while loading; 500 if loading failed."""
     if registry.ready.is_set():
-        return {"status": "ok", "models": list(registry.models)}
+        return {"status": "ok"}  # LibreTranslate's answer; the models: /v1/models
     if registry.error:
         return JSONResponse({"status": "failed", "error": registry.error}, 500)
     return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "2"})
 
 
-@router.get("/metrics", include_in_schema=False)
-async def metrics(registry: Models):
+metrics_router = APIRouter()  # with --metrics
+
+
+@metrics_router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request, registry: Models):
+    """Prometheus' text format; behind ``--metrics-auth-token`` when given."""
+    check_metrics_token(request, request.app.state.gate.access.metrics_auth_token)
     return Response(generate_latest(registry.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.post("/v1/translate", response_model=s.TranslateResponse)
-async def translate(req: s.TranslateRequest, registry: Models):
+async def translate(req: s.TranslateRequest, registry: Models, caller: Guarded):
     """n-best translations with their scores (greedy search when ``beam`` is 1: no score)."""
     model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
-    texts = texts_of(req.text, "text", registry.config)
+    texts = texts_of(req.text, "text", caller)
     check_beam(req.beam, registry.config)
     offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
     req = req.model_copy(update={"max_len_offset": offset})
@@ -95,10 +104,10 @@ def prefixes(prefix: str, items: list[str]) -> list[str] | None:
 
 
 @router.post("/v1/attention", response_model=s.AttentionResponse)
-async def attention(req: s.AttentionRequest, registry: Models):
+async def attention(req: s.AttentionRequest, registry: Models, caller: Guarded):
     """One sentence's translation with every layer's and head's attention weights."""
     model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
-    texts_of(req.text, "text", registry.config)
+    texts_of(req.text, "text", caller)
     check_beam(req.beam, registry.config)
     offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
     req = req.model_copy(update={"max_len_offset": offset})
@@ -126,12 +135,12 @@ async def attention(req: s.AttentionRequest, registry: Models):
 
 
 @router.post("/v1/classify", response_model=s.ClassifyResponse)
-async def classify(req: s.ClassifyRequest, registry: Models):
+async def classify(req: s.ClassifyRequest, registry: Models, caller: Guarded):
     """Class probabilities of each text under a classifier."""
     model = registry.pick(req.model, ENCODER, "/v1/classify")
     if not model.is_classifier:
         raise ServeError(422, f"model {model.name!r} has no classifier head", "model")
-    texts = texts_of(req.input, "input", registry.config)
+    texts = texts_of(req.input, "input", caller)
     check_tokens(model, texts, req.input, "input")
     probs = await registry.run(model, texts, model.classify, ("classify",))
     results = []

@@ -14,6 +14,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from aiayn.serve import schemas as s
+from aiayn.serve.access import Guarded
 from aiayn.serve.errors import ServeError
 from aiayn.serve.inputs import check_tokens, default_within, texts_of
 from aiayn.serve.registry import DECODER, ENCODER
@@ -36,10 +37,10 @@ async def retrieve_model(model_id: str, registry: Models):
 
 
 @router.post("/v1/embeddings", response_model=s.EmbeddingResponse)
-async def embeddings(req: s.EmbeddingRequest, registry: Models):
+async def embeddings(req: s.EmbeddingRequest, registry: Models, caller: Guarded):
     """Pooled encoder states of each text (the vectors of ``aiayn embed``)."""
     model = registry.pick(req.model, ENCODER, "/v1/embeddings")
-    texts = texts_of(req.input, "input", registry.config)
+    texts = texts_of(req.input, "input", caller)
     counts = check_tokens(model, texts, req.input, "input")
     vectors = await registry.run(
         model,
@@ -60,10 +61,10 @@ async def embeddings(req: s.EmbeddingRequest, registry: Models):
 
 
 @router.post("/v1/completions", response_model=s.CompletionResponse)
-async def completions(req: s.CompletionRequest, registry: Models):
+async def completions(req: s.CompletionRequest, registry: Models, caller: Guarded):
     """Continue a prompt (OpenAI's completions); ``stream`` sends server-sent events."""
     model, config = registry.pick(req.model, DECODER, "/v1/completions"), registry.config
-    texts_of(req.prompt, "prompt", config)
+    texts_of(req.prompt, "prompt", caller)
     req = req.model_copy(
         update={"max_tokens": default_within(req, "max_tokens", config.max_new_tokens)}
     )

@@ -1,0 +1,79 @@
+"""``keys``: the API keys of ``aiayn serve --api-keys`` (``add``, ``remove``, ``list``), in
+the server's SQLite file (``aiayn.serve.keys``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from aiayn.cli.args import int_range
+from aiayn.errors import UserError
+
+
+def add_keys(sub) -> None:
+    from aiayn.serve.keys import DEFAULT_DB
+
+    p = sub.add_parser("keys", help="API keys of aiayn serve --api-keys: add, remove, list")
+    p.add_argument(
+        "--db",
+        "--api-keys-db",
+        dest="db",
+        default=DEFAULT_DB,
+        help=f"the keys' SQLite file (default: {DEFAULT_DB} here, as aiayn serve's)",
+    )
+    actions = p.add_subparsers(dest="action", required=True)
+    add = actions.add_parser(
+        "add", help="add a key (a new random one, or --key's); prints the key, shown only now"
+    )
+    add.add_argument(
+        "--key", help="the key to store (for scripted set-ups; default: a new random key)"
+    )
+    add.add_argument(
+        "--req-limit",
+        type=int_range(1),
+        help="this key's requests per minute (default: the server's --req-limit)",
+    )
+    add.add_argument(
+        "--char-limit",
+        type=int_range(1),
+        help="this key's characters per text (at most the server's --max-chars)",
+    )
+    add.add_argument("--name", default="", help="a note to recognise the key by in the list")
+    remove = actions.add_parser("remove", help="remove a key, given whole or by its id")
+    remove.add_argument("key", help="the key, or its id (aiayn keys list)")
+    actions.add_parser("list", help="every key's id, name and limits (never the key)")
+    p.set_defaults(func=cmd_keys)
+
+
+def cmd_keys(args: argparse.Namespace) -> None:
+    from aiayn.serve.keys import KeyStore
+
+    store = KeyStore(args.db, create=args.action == "add")
+    try:
+        if args.action == "add":
+            try:
+                key, record = store.add(
+                    args.key, name=args.name, req_limit=args.req_limit, char_limit=args.char_limit
+                )
+            except ValueError as e:
+                raise UserError(f"--key: {e}") from None
+            print(key)
+            print(
+                f"stored as id {record.id} in {args.db} (the key itself is not kept: copy it now)",
+                file=sys.stderr,
+            )
+        elif args.action == "remove":
+            try:
+                record = store.remove(args.key)
+            except KeyError as e:
+                raise UserError(e.args[0]) from None
+            print(f"removed {record.id}", file=sys.stderr)
+        else:
+            print("id\treq_limit\tchar_limit\tcreated\tname")
+            for k in store.all():
+                created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(k.created))
+                limits = [str(v) if v is not None else "-" for v in (k.req_limit, k.char_limit)]
+                print("\t".join([k.id, *limits, created, k.name]))
+    finally:
+        store.close()

@@ -1,0 +1,153 @@
+"""API keys in SQLite (the standard library's ``sqlite3``), as ``aiayn keys`` manages them and
+``aiayn serve --api-keys`` reads them.
+
+A key is shown once, when it is made; the database keeps its SHA-256 digest only (a key is
+random and long, so a plain digest is enough: nothing to brute-force), with its own limits:
+requests per minute and characters per text (None: the server's). A key's ``id`` is the
+first 12 hex digits of its digest: what ``aiayn keys list`` shows and ``remove`` accepts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_DB = "aiayn-keys.db"  # in the directory the server (or ``aiayn keys``) runs in
+ID_LENGTH = 12
+MIN_KEY_LENGTH = 16  # a given key shorter than this is refused (guessable)
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (
+    digest TEXT PRIMARY KEY,
+    name TEXT NOT NULL DEFAULT '',
+    req_limit INTEGER,
+    char_limit INTEGER,
+    created REAL NOT NULL
+)"""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A stored key: never the key itself, its digest (``id``: the digest's start)."""
+
+    digest: str
+    name: str
+    req_limit: int | None  # requests per minute (None: the server's --req-limit)
+    char_limit: int | None  # characters per text (None: the server's --max-chars)
+    created: float
+
+    @property
+    def id(self) -> str:
+        return self.digest[:ID_LENGTH]
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_key() -> str:
+    """A random key: 32 bytes from ``secrets``, URL-safe (43 characters)."""
+    return secrets.token_urlsafe(32)
+
+
+def _positive_or_none(name: str, value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name}: {value!r}; give a whole number of at least 1 (or none)")
+    return value
+
+
+class KeyStore:
+    """The keys of one SQLite file, created (with its directory) on first use. Safe to share
+    between threads; another process (``aiayn keys add``) may write while a server reads."""
+
+    def __init__(self, path: str | Path, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise FileNotFoundError(
+                f"{self.path}: no API key database; make one with `aiayn keys add --db {self.path}`"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
+            self._db.execute(_SCHEMA)
+            self._db.commit()
+        except sqlite3.DatabaseError as e:
+            raise ValueError(f"{self.path}: not an API key database ({e})") from None
+        self._lock = threading.Lock()
+
+    def add(
+        self,
+        key: str | None = None,
+        *,
+        name: str = "",
+        req_limit: int | None = None,
+        char_limit: int | None = None,
+    ) -> tuple[str, ApiKey]:
+        """Store ``key`` (a new random one when None): (the key, its record). The key itself
+        is returned here only; a key stored before is replaced (with the new limits)."""
+        if key is None:
+            key = new_key()
+        elif len(key) < MIN_KEY_LENGTH or not key.isprintable() or key.strip() != key:
+            raise ValueError(
+                f"key: {len(key)} characters; give at least {MIN_KEY_LENGTH} printable "
+                "characters without spaces at either end (or none, for a random one)"
+            )
+        record = ApiKey(
+            digest(key),
+            name,
+            _positive_or_none("req_limit", req_limit),
+            _positive_or_none("char_limit", char_limit),
+            time.time(),
+        )
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO api_keys (digest, name, req_limit, char_limit, created) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (record.digest, record.name, record.req_limit, record.char_limit, record.created),
+            )
+        return key, record
+
+    def remove(self, key_or_id: str) -> ApiKey:
+        """Remove a key, given whole or by its id; ``KeyError`` if none matches."""
+        record = self.lookup(key_or_id) or self._by_id(key_or_id)
+        if record is None:
+            raise KeyError(f"no API key {key_or_id!r} in {self.path} (see `aiayn keys list`)")
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM api_keys WHERE digest = ?", (record.digest,))
+        return record
+
+    def lookup(self, key: str) -> ApiKey | None:
+        """The record of ``key``, or None: found by its digest, then the digests compared in
+        constant time (``hmac.compare_digest``)."""
+        wanted = digest(key)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT digest, name, req_limit, char_limit, created FROM api_keys "
+                "WHERE digest = ?",
+                (wanted,),
+            ).fetchone()
+        if row is None or not hmac.compare_digest(row[0], wanted):
+            return None
+        return ApiKey(*row)
+
+    def all(self) -> list[ApiKey]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT digest, name, req_limit, char_limit, created FROM api_keys ORDER BY created"
+            ).fetchall()
+        return [ApiKey(*row) for row in rows]
+
+    def _by_id(self, key_id: str) -> ApiKey | None:
+        if len(key_id) != ID_LENGTH or any(c not in "0123456789abcdef" for c in key_id):
+            return None
+        matches = [k for k in self.all() if k.id == key_id]
+        return matches[0] if len(matches) == 1 else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
