@@ -21,9 +21,12 @@ UNTRANSLATED = frozenset(
 
 
 def name(element) -> str | None:
-    """The element's tag name; None for a comment or a doctype."""
+    """The element's tag name without its namespace (XHTML's, SVG's); None for a comment, a
+    processing instruction or a doctype."""
     tag = element.tag
-    return tag.lower() if isinstance(tag, str) and not tag.startswith("<!") else None
+    if not isinstance(tag, str) or tag.startswith("<!"):
+        return None
+    return tag.rsplit("}", 1)[-1].lower()
 
 
 def untranslated(element) -> bool:
