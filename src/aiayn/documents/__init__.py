@@ -10,8 +10,10 @@ translate, the same texts a sentence-level model gets everywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import PurePath
 
+from aiayn.data.markup import Sentences
 from aiayn.documents.base import DocumentError, Format, Limits, Opened
 from aiayn.documents.ebook import Ebook
 from aiayn.documents.gettext import Gettext
@@ -71,6 +73,45 @@ def read(data: bytes, name: str, limits: Limits | None = None) -> Opened:
     return opened
 
 
+def read_file(path, limits: Limits | None = None) -> Opened:
+    """The document at ``path`` (``read``), its size checked before it is read."""
+    from pathlib import Path
+
+    limits = limits or Limits()
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > limits.max_bytes:
+            raise DocumentError(f"{path}: {size} bytes; at most {limits.max_bytes}")
+        data = path.read_bytes()
+    except OSError as e:
+        raise DocumentError(f"cannot read {path}: {e.strerror or e}") from None
+    return read(data, path.name, limits)
+
+
+def sentences(opened: Opened, fits: Callable[[str], bool]) -> Sentences:
+    """The texts of ``opened`` to translate: its segments cut into sentences (``fits``: whether
+    a text fits the model), as every other route to a model cuts them."""
+    return Sentences(opened.documents, fits)
+
+
+def aligned(opened: Opened) -> bool:
+    """Whether writing the translations back needs their word alignments: some segment holds
+    inline elements or points (without, alignments are never read)."""
+    return any(s.nodes for d in opened.documents for s in d.segments)
+
+
+def save(opened: Opened, name: str) -> bytes:
+    """The translated file's bytes (``opened.save``); a library's failure to write it is a
+    ``DocumentError`` naming the file."""
+    try:
+        return opened.save()
+    except DocumentError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the format's library raised writing it
+        raise DocumentError(f"{name}: cannot be written back ({_described(e)})") from None
+
+
 def _described(error: Exception) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
@@ -83,6 +124,10 @@ __all__ = [
     "Limits",
     "Opened",
     "format_for",
+    "aligned",
     "read",
+    "read_file",
+    "save",
+    "sentences",
     "supported_formats",
 ]

@@ -19,9 +19,7 @@ from aiayn.documents.safety import open_archive, require_mimetype
 def _parser():
     from lxml import etree
 
-    return etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
-    )
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
 
 
 class EbookDocument:
@@ -38,7 +36,9 @@ class EbookDocument:
             try:
                 tree = etree.fromstring(item.get_content(), _parser()).getroottree()
             except etree.XMLSyntaxError as e:
-                raise DocumentError(f"{name}: {item.file_name}: not well-formed XHTML ({e})")
+                raise DocumentError(
+                    f"{name}: {item.file_name}: not well-formed XHTML ({e})"
+                ) from None
             body = next(tree.getroot().iter("{*}body"), None)
             if body is not None:
                 self._chapters.append((item, tree, Document(body)))

@@ -96,7 +96,9 @@ def open_archive(data: bytes, name: str, limits: Limits, kind: str) -> dict[str,
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
-        raise DocumentError(f"{name}: not a {kind} (not a zip archive, or a damaged one: {e})")
+        raise DocumentError(
+            f"{name}: not a {kind} (not a zip archive, or a damaged one: {e})"
+        ) from None
     except (OSError, ValueError, EOFError) as e:  # a truncated or garbled central directory
         raise DocumentError(f"{name}: a damaged {kind} ({type(e).__name__}: {e})") from None
     with archive:
@@ -118,8 +120,7 @@ def open_archive(data: bytes, name: str, limits: Limits, kind: str) -> dict[str,
             seen.add(info.filename)
             if info.flag_bits & 0x1:
                 raise DocumentError(
-                    f"{where}: encrypted (a password-protected {kind}): save it without a "
-                    "password"
+                    f"{where}: encrypted (a password-protected {kind}): save it without a password"
                 )
             if info.is_dir():
                 continue
