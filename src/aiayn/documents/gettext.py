@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from xml.etree import ElementTree
 
 from aiayn.data.markup import Document
@@ -27,6 +26,7 @@ PLACEHOLDER = re.compile(
     r"|\{[A-Za-z_0-9]*(?:[.\[][^{}\s]*)?(?:![rsa])?(?::[^{}]*)?\}"
 )
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
+_PUNCT = re.compile(r"[,.;:!?)]")
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
 
 
@@ -57,26 +57,30 @@ class _Message:
     def __init__(self, text: str) -> None:
         self.lead, body, self.trail = _EDGES.match(text).groups()
         self.document = Document(placeholder_tree(body)) if body else None
+        # placeholders the source writes against a punctuation mark ("%(name)s,")
+        self._tight = {m.group() for m in PLACEHOLDER.finditer(body) if _PUNCT.match(body, m.end())}
 
     def translation(self) -> str:
         body = tree_text(self.document.root) if self.document is not None else ""
-        return self.lead + " ".join(body.split()) + self.trail
+        body = " ".join(body.split())
+        for placeholder in self._tight:  # the space the writer puts after a point, taken out
+            body = re.sub(f"({re.escape(placeholder)}) (?=[,.;:!?)])", r"\1", body)
+        return self.lead + body + self.trail
 
 
 class CatalogueDocument:
     def __init__(self, data: bytes, name: str) -> None:
         import polib
 
-        decode_text(data, name)  # UTF-8 text (polib reads other charsets its header names)
-        # polib takes a string holding a path for that file's name: hand it a file, always
-        with tempfile.TemporaryDirectory() as folder:
-            path = os.path.join(folder, "upload.po")
-            with open(path, "wb") as f:
-                f.write(data)
-            try:
-                self._catalogue = polib.pofile(path, wrapwidth=0)
-            except (OSError, ValueError, UnicodeError) as e:
-                raise DocumentError(f"{name}: not a gettext catalogue ({_where(e)})") from None
+        text = decode_text(data, name)
+        # polib reads a string that names a file as that file: a catalogue's text always
+        # spans lines (msgid, msgstr), and one that names a file here is refused outright
+        if "\n" not in text.strip() or _names_a_file(text):
+            raise DocumentError(f"{name}: not a gettext catalogue (no msgid and msgstr lines)")
+        try:
+            self._catalogue = polib.pofile(text, wrapwidth=0)
+        except (OSError, ValueError, UnicodeError) as e:
+            raise DocumentError(f"{name}: not a gettext catalogue ({e})") from None
         match = _NPLURALS.search(self._catalogue.metadata.get("Plural-Forms", ""))
         self._nplurals = max(1, min(int(match.group(1)), 10)) if match else 2
         self._entries: list[tuple[object, _Message, _Message | None]] = []
@@ -107,9 +111,11 @@ class CatalogueDocument:
         return self._catalogue.__unicode__().encode(self._catalogue.encoding or "utf-8")
 
 
-def _where(error: Exception) -> str:
-    """polib's message without the name of the file it was handed."""
-    return re.sub(r" ?\S*upload\.po", "", str(error)).strip() or type(error).__name__
+def _names_a_file(text: str) -> bool:
+    try:
+        return os.path.exists(text)
+    except (ValueError, OSError):
+        return False
 
 
 class Gettext:
