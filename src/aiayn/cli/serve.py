@@ -35,9 +35,11 @@ def add_serve(sub) -> None:
     add_engine_argument(p)
     add_device_arguments(p)
     for name, (default, text) in ServeConfig.flags().items():
-        p.add_argument(
-            "--" + name.replace("_", "-"), type=type(default), default=default, help=text
-        )
+        flag = "--" + name.replace("_", "-")
+        if isinstance(default, bool):  # a switch
+            p.add_argument(flag, action="store_true", help=text)
+        else:
+            p.add_argument(flag, type=type(default), default=default, help=text)
     p.set_defaults(func=cmd_serve)
 
 

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from aiayn.serve import docs
+from aiayn.serve import docs, files
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, install_error_handlers
 from aiayn.serve.inputs import JsonBody
@@ -34,6 +34,7 @@ def create_app(
             registry.load()
         yield
         await asyncio.to_thread(registry.close)
+        files.close(app)
 
     app = FastAPI(
         title="aiayn",
@@ -49,7 +50,7 @@ def create_app(
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
-    for router in (native.router, libretranslate.router, openai.router):
+    for router in (native.router, libretranslate.router, openai.router, files.router):
         app.include_router(router)
     install_openapi(app, registry)
     return app

@@ -20,7 +20,7 @@ from aiayn.errors import UserError
 
 log = logging.getLogger("aiayn.serve")
 
-LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages")
+LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages", "/translate_file")
 
 
 class ServeError(Exception):
@@ -36,7 +36,7 @@ class ServeError(Exception):
 def error_body(path: str, status: int, message: str, param: str | None = None) -> dict:
     message = _encodable(message)
     param = _encodable(param) if param is not None else None
-    if path in LIBRETRANSLATE_PATHS:
+    if path in LIBRETRANSLATE_PATHS or path.startswith("/download_file/"):
         return {"error": message}
     kind = "invalid_request_error" if status < 500 else "server_error"
     if status == 503:
