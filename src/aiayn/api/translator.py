@@ -273,8 +273,8 @@ class Translator(LoadedModel):
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
             scores=False, alignment=documents.aligned(opened),
         ) if sentences.texts else []  # fmt: skip
-        sentences.write([(t.text, t.alignment or ()) for t in results])
-        data = documents.save(opened, path.name)
+        pairs = [(t.text, t.alignment or ()) for t in results]
+        data = documents.save(opened, sentences, pairs, path.name)
         atomic_write(out, lambda p: p.write_bytes(data))
         return out
 

@@ -10,7 +10,7 @@ translate, the same texts a sentence-level model gets everywhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 from aiayn.data.markup import Sentences
@@ -101,13 +101,22 @@ def aligned(opened: Opened) -> bool:
     return any(s.nodes for d in opened.documents for s in d.segments)
 
 
-def save(opened: Opened, name: str) -> bytes:
-    """The translated file's bytes (``opened.save``); a library's failure to write it is a
-    ``DocumentError`` naming the file."""
+def save(
+    opened: Opened,
+    sentences: Sentences,
+    translations: Sequence[tuple[str, Sequence[tuple[int, int]]]],
+    name: str,
+) -> bytes:
+    """The translated file's bytes: each of ``sentences.texts``' (translation, alignment
+    pairs) written into ``opened``'s trees, then ``opened.save``. A failure to write it back
+    is a ``DocumentError`` naming the file."""
     try:
+        sentences.write(translations)
         return opened.save()
     except DocumentError:
         raise
+    except RecursionError:
+        raise DocumentError(f"{name}: nested too deeply to write back") from None
     except Exception as e:  # noqa: BLE001 - whatever the format's library raised writing it
         raise DocumentError(f"{name}: cannot be written back ({_described(e)})") from None
 

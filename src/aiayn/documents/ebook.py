@@ -10,6 +10,7 @@ the navigation document and the NCX from it.
 from __future__ import annotations
 
 import io
+import re
 
 from aiayn.data.markup import Document
 from aiayn.documents.base import DocumentError, Limits, leaf, tree_text
@@ -71,6 +72,11 @@ class Ebook:
     media_type = "application/epub+zip"
 
     def open(self, data: bytes, name: str, limits: Limits) -> EbookDocument:
-        members = open_archive(data, name, limits, ".epub")
+        members = open_archive(data, name, limits, ".epub", dtd=True)
         require_mimetype(members, name, ".epub", "application/epub+zip")
+        encryption = members.get("META-INF/encryption.xml", b"")
+        if re.search(rb"URI=\"[^\"]*\.(x?html?|ncx|opf)\"", encryption):
+            raise DocumentError(
+                f"{name}: encrypted (its chapters are, by DRM): an e-book without DRM only"
+            )
         return EbookDocument(data, name)

@@ -15,7 +15,7 @@ import io
 from xml.etree import ElementTree
 
 from aiayn.data.markup import Document
-from aiayn.documents.base import Limits
+from aiayn.documents.base import DocumentError, Limits
 from aiayn.documents.safety import open_archive, require, require_mimetype
 
 _TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -121,6 +121,10 @@ class _OpenDocumentFormat:
         members = open_archive(data, name, limits, self.kind)
         require_mimetype(members, name, self.kind, self.mimetype)
         require(members, name, self.kind, "content.xml")
+        if b"encryption-data" in members.get("META-INF/manifest.xml", b""):
+            raise DocumentError(
+                f"{name}: encrypted (saved with a password): save it without a password"
+            )
         return OpenDocument(data, name)
 
 

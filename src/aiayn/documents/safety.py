@@ -62,14 +62,15 @@ def _unsafe_name(member: str) -> str | None:
     return None
 
 
-def check_xml(data: bytes, where: str) -> None:
-    """Parse ``data`` with defusedxml: entity declarations, external entities and DTD
-    references are refused, and so is XML that is not well formed."""
+def check_xml(data: bytes, where: str, dtd: bool = False) -> None:
+    """Parse ``data`` with defusedxml: entity declarations and external entities are refused,
+    and so is a document type declaration (unless ``dtd``: XHTML may name its type) and XML
+    that is not well formed."""
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import fromstring
 
     try:
-        fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+        fromstring(data, forbid_dtd=not dtd, forbid_entities=True, forbid_external=True)
     except DefusedXmlException as e:
         raise DocumentError(
             f"{where}: refused: the XML {_what(e)} (entity expansion and external entities "
@@ -89,10 +90,22 @@ def _what(error: Exception) -> str:
     }.get(name, f"is refused ({name})")
 
 
-def open_archive(data: bytes, name: str, limits: Limits, kind: str) -> dict[str, bytes]:
+OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: .doc, .ppt, encrypted OOXML
+
+
+def open_archive(
+    data: bytes, name: str, limits: Limits, kind: str, dtd: bool = False
+) -> dict[str, bytes]:
     """Check the zip archive ``data`` (``kind``: what it should be, for the messages) and
-    return its members' inflated bytes by name, every one read within the limits."""
+    return its members' inflated bytes by name, every one read within the limits; ``dtd``:
+    whether its XML may declare a document type (XHTML's, never an entity)."""
     check_size(data, name, limits)
+    if data.startswith(OLE):
+        raise DocumentError(
+            f"{name}: not a {kind}: an OLE compound file, as Office writes a password-protected "
+            "(encrypted) document or an old .doc / .ppt: save it unencrypted in the format "
+            "its name says"
+        )
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
@@ -146,7 +159,7 @@ def open_archive(data: bytes, name: str, limits: Limits, kind: str) -> dict[str,
             total += size
             members[info.filename] = b"".join(parts)
             if info.filename.lower().endswith(XML_ENDINGS):
-                check_xml(members[info.filename], where)
+                check_xml(members[info.filename], where, dtd)
     return members
 
 

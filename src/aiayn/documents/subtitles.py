@@ -9,6 +9,7 @@ import html
 
 from aiayn.data.markup import Document, MarkupError, parse, serialize
 from aiayn.documents.base import DocumentError, Limits, leaf, tree_text
+from aiayn.documents.html import check_depth
 from aiayn.documents.safety import check_size, decode_text
 
 
@@ -26,6 +27,8 @@ class SubtitleDocument:
             if not content:
                 continue
             tagged = "<" in content
+            if tagged:
+                check_depth(content, f"{name}: subtitle {subtitle.index}")
             try:
                 document = parse(content, f"{name}: subtitle {subtitle.index}") if tagged else None
             except MarkupError:

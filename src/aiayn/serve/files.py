@@ -163,6 +163,20 @@ def display_name(name: str) -> str:
     return stem[: 100 - len(suffix)] + suffix
 
 
+def _unfit_name(name: str) -> str | None:
+    """Why an upload's name is not a plain file name (None: it is). It is never used as a
+    path; one that tries to be a path is refused all the same."""
+    if len(name) > 255:
+        return f"{len(name)} characters; at most 255"
+    if re.search(r"[\x00-\x1f\x7f]", name):
+        return "a control character in the name"
+    if "/" in name or "\\" in name:
+        return "a path, not a file name"
+    if name.strip(". ") == "":
+        return f"{name!r} is no file name"
+    return None
+
+
 def _check_languages(registry: Registry, source: str, target: str) -> ServedModel:
     known = {code for m in translators(registry) for code in m.languages}
     for code in (source, target):
@@ -211,7 +225,10 @@ async def translate_file(request: Request, registry: Models):
             raise ServeError(400, f"Invalid request: missing {field} parameter", field)
     if not upload.filename:
         raise ServeError(400, "Invalid request: empty file", "file")
-    fmt = documents.format_for(upload.filename.replace("\\", "/"))
+    why = _unfit_name(upload.filename)
+    if why:
+        raise ServeError(400, f"Invalid filename: {why}", "file")
+    fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
     model = _check_languages(registry, form["source"], form["target"])
@@ -259,8 +276,7 @@ async def _translate(data: bytes, name: str, fmt, model: ServedModel, registry: 
 
 
 def _written(opened, sentences, results, name: str) -> bytes:
-    sentences.write([(t.text, t.alignment or ()) for t in results])
-    return documents.save(opened, name)
+    return documents.save(opened, sentences, [(t.text, t.alignment or ()) for t in results], name)
 
 
 @router.get("/download_file/{name:path}", name="download_file")
