@@ -195,13 +195,20 @@ _FORM = {
         "schema": {
             "type": "object",
             "properties": {
-                "file": {"type": "string", "format": "binary", "description": "the document"},
+                "file": {
+                    "type": "string",
+                    "format": "binary",
+                    "contentMediaType": "text/plain",
+                    "description": "the document: its name ends in one of "
+                    "/frontend/settings' supportedFilesFormat (.txt, .docx, ...)",
+                },
                 "source": {"type": "string", "description": "source language code, or 'auto'"},
                 "target": {"type": "string", "description": "target language code"},
                 "api_key": {"type": "string", "description": "an API key"},
             },
             "required": ["file", "source", "target"],
-        }
+        },
+        "encoding": {"file": {"contentType": "text/plain"}},
     }
 }
 
@@ -279,7 +286,24 @@ def _written(opened, sentences, results, name: str) -> bytes:
     return documents.save(opened, sentences, [(t.text, t.alignment or ()) for t in results], name)
 
 
-@router.get("/download_file/{name:path}", name="download_file")
+_DOWNLOAD = {
+    "responses": {
+        "200": {
+            "description": "the translated file",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+}
+
+
+@router.get(
+    "/download_file/{name:path}",
+    name="download_file",
+    response_class=FileResponse,
+    openapi_extra=_DOWNLOAD,
+)
 async def download_file(name: str, request: Request, registry: Models):
     """A translated file, by the name ``/translate_file`` answered (until it expires)."""
     if registry.config.disable_files_translation:

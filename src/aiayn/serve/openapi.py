@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 import aiayn
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import LIBRETRANSLATE_PATHS
+from aiayn.serve.files import STORED
 from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR
 
 
@@ -134,6 +135,9 @@ def document(schema: dict, config: ServeConfig, models: list[dict]) -> None:
         for method, operation in operations.items():
             _document_errors(path, method, operation)
             for parameter in operation.get("parameters", []):
+                if path.startswith("/download_file/") and parameter.get("name") == "name":
+                    pattern = {"pattern": f"^{STORED.pattern}$"}  # the names the store makes
+                    parameter["schema"] = {**parameter["schema"], **pattern}
                 if parameter.get("name") == "model_id":  # GET /v1/models/{model_id}
                     parameter["schema"] = {
                         **parameter["schema"],
@@ -148,9 +152,12 @@ def document(schema: dict, config: ServeConfig, models: list[dict]) -> None:
 
 
 def _document_errors(path: str, method: str, operation: dict) -> None:
-    body = "LibreTranslateError" if path in LIBRETRANSLATE_PATHS else "ErrorResponse"
+    downloads = path.startswith("/download_file/")
+    body = "LibreTranslateError" if path in LIBRETRANSLATE_PATHS or downloads else "ErrorResponse"
     if method == "post":
         statuses = POST_STATUSES
+    elif downloads:  # a name not the store's (400), or no longer in it (404)
+        statuses = (400, 404, 500, 503)
     elif "{" in path:
         statuses = (404, 422, 500, 503)
     elif path == "/health":
@@ -242,7 +249,7 @@ def _constrain(schema: dict, path: str, config: ServeConfig, models: list[dict])
             {"properties": {"prefix": {"maxLength": 0}, "alternatives": {"maximum": 0}}},
         ]
     pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
-    if path == "/translate" and "target" in properties:
+    if path in ("/translate", "/translate_file") and "target" in properties:
         properties["source"] = {
             **properties["source"],
             "enum": ["auto", *dict.fromkeys(a for a, _ in pairs)],
