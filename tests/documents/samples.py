@@ -54,6 +54,40 @@ def docx() -> bytes:
     return out.getvalue()
 
 
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
+def docx_with_footnote() -> bytes:
+    """``docx()`` with a footnotes part (python-docx writes none; Word keeps footnotes in
+    word/footnotes.xml, named in the content types and the document's relationships)."""
+    import zipfile
+
+    footnotes = (
+        f'<w:footnotes xmlns:w="{W}"><w:footnote w:id="1"><w:p><w:r><w:t>{NOTE}</w:t></w:r>'
+        "</w:p></w:footnote></w:footnotes>"
+    ).encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(docx())) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename == "[Content_Types].xml":
+                content = content.replace(
+                    b"</Types>",
+                    b'<Override PartName="/word/footnotes.xml" ContentType="application/vnd.'
+                    b'openxmlformats-officedocument.wordprocessingml.footnotes+xml"/></Types>',
+                )
+            if info.filename == "word/_rels/document.xml.rels":
+                content = content.replace(
+                    b"</Relationships>",
+                    b'<Relationship Id="rIdNotes" Type="http://schemas.openxmlformats.org/'
+                    b'officeDocument/2006/relationships/footnotes" Target="footnotes.xml"/>'
+                    b"</Relationships>",
+                )
+            target.writestr(info, content)
+        target.writestr("word/footnotes.xml", footnotes)
+    return out.getvalue()
+
+
 def docx_texts(data: bytes) -> list[str]:
     import docx as python_docx
 

@@ -61,6 +61,23 @@ def test_a_word_paragraph_keeps_its_bold_italic_and_link_runs(translator, tmp_pa
     )
 
 
+def test_word_footnotes_are_translated(translator, tmp_path):
+    import zipfile
+
+    from lxml import etree
+
+    source = tmp_path / "in.docx"
+    source.write_bytes(samples.docx_with_footnote())
+    out = translator.translate_file(source, tmp_path / "out.docx")
+    with zipfile.ZipFile(out) as archive:
+        notes = etree.fromstring(archive.read("word/footnotes.xml"))
+    (expected,) = translated(translator, [samples.NOTE])
+    assert " ".join("".join(notes.itertext()).split()) == expected
+    assert samples.docx_texts(out.read_bytes()) == samples.docx_texts(
+        translator.translate_file(tmp_path / "in.docx", tmp_path / "again.docx").read_bytes()
+    )
+
+
 def test_slides_keep_their_runs_and_notes(translator, tmp_path):
     import pptx
 

@@ -308,3 +308,12 @@ def test_upload_names_are_checked_and_cleaned():
     assert _unfit_name("Brief.docx") is None
     assert display_name("<b>Brief<b>.docx") == "_b_Brief_b_.docx"
     assert display_name("x" * 300 + ".docx") == "x" * 95 + ".docx"
+
+
+def test_the_serve_command_takes_the_file_flags():
+    from aiayn.cli import build_parser
+
+    parse = build_parser().parse_args
+    args = parse(["serve", "m", "--disable-files-translation", "--file-expiry", "60"])
+    assert args.disable_files_translation is True and args.file_expiry == 60.0
+    assert parse(["serve", "m"]).disable_files_translation is False
