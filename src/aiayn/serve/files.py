@@ -198,7 +198,6 @@ _FORM = {
                 "file": {
                     "type": "string",
                     "format": "binary",
-                    "contentMediaType": "text/plain",
                     "description": "the document: its name ends in one of "
                     "/frontend/settings' supportedFilesFormat (.txt, .docx, ...)",
                 },
@@ -244,14 +243,20 @@ async def translate_file(request: Request, registry: Models):
     files = files_of(request)
     async with files.turns:
         stored = await _translate(data, name, fmt, model, registry)
-        key = files.store.put(stored, fmt.extensions[0], name, fmt.media_type)
+        key = await run_in_threadpool(
+            files.store.put, stored, fmt.extensions[0], name, fmt.media_type
+        )
     asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
     return {"translatedFileUrl": str(request.url_for("download_file", name=key))}
 
 
 async def _translate(data: bytes, name: str, fmt, model: ServedModel, registry: Registry) -> bytes:
     config = registry.config
-    limits = documents.Limits(max_bytes=config.max_body_bytes, max_chars=config.max_file_chars)
+    limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
+        max_bytes=config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
+        max_chars=config.max_file_chars,
+    )
     limit = model.max_text_tokens
 
     def fits(text: str) -> bool:
