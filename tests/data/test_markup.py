@@ -80,7 +80,7 @@ def test_the_same_words_back_give_the_input_as_the_serializer_writes_it():
         "Das ist ein kleiner Test mit Link. Zweite Zeile und Ende.",
         "Hier bleibt.",
     ]
-    want = serialize(parse(html)._root)
+    want = serialize(parse(html).root)
     assert document.render(identity(document)) == want
     assert html5lib_tree(want, fragment=True) == html5lib_tree(html, fragment=True)
 

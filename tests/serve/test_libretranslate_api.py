@@ -144,7 +144,9 @@ def test_detect_takes_a_list(client):
     assert r.status_code == 200 and r.json() == [{"language": "de", "confidence": 100.0}]
 
 
-def test_frontend_settings_fields(client, monkeypatch):
+def test_frontend_settings_fields(client):
+    from aiayn import documents
+
     settings = client.get("/frontend/settings").json()
     assert settings == {
         "charLimit": 2000,
@@ -152,18 +154,16 @@ def test_frontend_settings_fields(client, monkeypatch):
         "apiKeys": False,
         "keyRequired": False,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,
+        "supportedFilesFormat": documents.supported_formats(),
         "language": {
             "source": {"code": "de", "name": "German"},
             "target": {"code": "en", "name": "English"},
         },
     }
-    from aiayn.serve.routes import libretranslate
-
-    monkeypatch.setattr(libretranslate, "supported_file_formats", lambda: [".txt", ".docx"])
-    settings = client.get("/frontend/settings").json()
-    assert settings["supportedFilesFormat"] == [".txt", ".docx"] and settings["filesTranslation"]
+    assert {".txt", ".docx", ".odt", ".pptx", ".epub", ".srt", ".po", ".html"} <= set(
+        settings["supportedFilesFormat"]
+    )
 
 
 def test_suggest_is_403_without_suggestions(client):

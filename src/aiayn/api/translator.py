@@ -15,6 +15,7 @@ from aiayn.api.engine import needs_torch, resolve_engine
 from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.data.batching import pad
+from aiayn.documents import Limits
 from aiayn.errors import OptionError, UserError
 from aiayn.infer import translate as decoding
 from aiayn.infer.attention import AttentionMap, translation_attention
@@ -279,6 +280,48 @@ class Translator(LoadedModel):
             scores=False, alignment=True,
         )  # fmt: skip
         return sentences.render([(t.text, t.alignment or ()) for t in out])
+
+    def translate_file(
+        self,
+        path: Path | str,
+        out: Path | str,
+        *,
+        beam: int = 1,
+        lenpen: float = 0.6,
+        sampling: Sampling | None = None,
+        max_len_offset: int = 50,
+        early_stop: bool = False,
+        max_tokens: int = 4096,
+        limits: Limits | None = None,
+    ) -> Path:
+        """Translate the document ``path`` into ``out`` (written whole or not at all): .txt,
+        .html, .srt, .po, .docx, .pptx, .odt, .odp or .epub (``aiayn.documents``: what each
+        format translates, and how formatting is kept). Its texts, sentence by sentence, go
+        through ``translate`` as any others do; search options as ``translate``'s. A file that
+        cannot be read (damaged, encrypted, over ``limits``, not its format) raises
+        ``aiayn.documents.DocumentError`` naming the problem. Returns ``out``."""
+        from aiayn import documents
+        from aiayn.fileio import atomic_write
+
+        path, out = Path(path), Path(out)
+        if documents.format_for(out.name) is not documents.format_for(path.name):
+            raise OptionError(
+                f"out: {out.name} is not a {path.suffix or 'file without an ending'} like the "
+                f"input {path.name}: a document is written back in its own format",
+                "out",
+            )
+        opened = documents.read_file(path, limits)
+        limit = self.max_text_tokens
+        sentences = documents.sentences(opened, lambda t: self.token_counts([t])[0] <= limit)
+        results = self.translate(
+            sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
+            max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
+            scores=False, alignment=documents.aligned(opened),
+        ) if sentences.texts else []  # fmt: skip
+        pairs = [(t.text, t.alignment or ()) for t in results]
+        data = documents.save(opened, sentences, pairs, path.name)
+        atomic_write(out, lambda p: p.write_bytes(data))
+        return out
 
     @torch.no_grad()
     def score(

@@ -36,14 +36,11 @@ def add_serve(sub) -> None:
     add_device_arguments(p)
     aliases = {"max_chars": ["--char-limit"], "max_texts": ["--batch-limit"]}  # LibreTranslate's
     for name, (default, text) in ServeConfig.flags().items():
-        p.add_argument(
-            "--" + name.replace("_", "-"),
-            *aliases.get(name, []),
-            dest=name,
-            type=type(default),
-            default=default,
-            help=text,
-        )
+        flags = ["--" + name.replace("_", "-"), *aliases.get(name, [])]
+        if isinstance(default, bool):  # a switch
+            p.add_argument(*flags, dest=name, action="store_true", help=text)
+        else:
+            p.add_argument(*flags, dest=name, type=type(default), default=default, help=text)
     add_access_arguments(p)
     p.set_defaults(func=cmd_serve)
 

@@ -92,6 +92,12 @@ def add_translate(sub) -> None:
         help="text: one sentence per line; html: stdin is one HTML page or fragment, its text "
         "translated and its markup kept (tags, attributes, scripts), written to stdout",
     )
+    p.add_argument(
+        "--file",
+        help="translate this document whole instead of stdin, its formatting kept: .txt, "
+        ".html, .srt, .po, .docx, .pptx, .odt, .odp or .epub (needs the documents extra)",
+    )
+    p.add_argument("--out", help="with --file: where to write the translated document")
     add_stdin_arguments(p)
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -134,6 +140,9 @@ def cmd_translate(args: argparse.Namespace) -> None:
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
     check_placement(args)
+    if args.file or args.out:
+        _translate_file(args, options)
+        return
     if args.format == "html":
         _translate_html(args, options)
         return
@@ -198,6 +207,29 @@ def _translate_html(args: argparse.Namespace, options: dict) -> None:
     options = {k: v for k, v in options.items() if k != "nbest"}
     (out,) = translator.translate_html([html], names=["stdin"], **options)
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
+
+
+def _translate_file(args: argparse.Namespace, options: dict) -> None:
+    if not (args.file and args.out):
+        missing = "--out" if args.file else "--file"
+        raise UserError(f"{missing}: --file and --out go together (a document in, one out)")
+    for flag, given in (
+        ("--nbest", args.nbest > 1),
+        ("--alignment", args.alignment),
+        ("--prefix-file", args.prefix_file),
+        ("--format", args.format != "text"),
+    ):
+        if given:
+            raise UserError(f"{flag} does not apply to --file (a document's format is its own)")
+    from aiayn import documents
+
+    if documents.format_for(args.file) is None:  # before the model loads
+        formats = ", ".join(documents.supported_formats())
+        raise UserError(f"--file {args.file}: file format not supported; supported: {formats}")
+    translator = load_translator("translate", args)
+    options = {k: v for k, v in options.items() if k != "nbest"}
+    out = translator.translate_file(args.file, args.out, **options)
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def _prefixes(lines_in, path: str | None, n: int, done: int) -> list[str] | None:

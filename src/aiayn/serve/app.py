@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from aiayn.serve import docs
+from aiayn.serve import docs, files
 from aiayn.serve.access import AccessConfig, Gate
 from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.errors import BodyLimit, RequestMetrics, install_error_handlers
@@ -59,6 +59,7 @@ def create_app(
         gate.close()
         if suggestions is not None:
             suggestions.close()
+        files.close(app)
 
     app = FastAPI(
         title="aiayn",
@@ -76,7 +77,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
     app.add_middleware(Cors)  # outermost: every answer, errors included
-    for router in (native.router, libretranslate.router, openai.router):
+    for router in (native.router, libretranslate.router, openai.router, files.router):
         app.include_router(router)
     if access.metrics:
         app.include_router(native.metrics_router)

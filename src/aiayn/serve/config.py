@@ -25,6 +25,11 @@ class ServeConfig:
     batch_wait_ms: float = 5.0  # how long a batch waits for more requests
     max_batch: int = 64  # texts per batched decode
     beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
+    disable_files_translation: bool = False  # /translate_file answers 403
+    max_file_chars: int = 200_000  # characters of text in one document (400 above)
+    file_expiry: float = 1800.0  # seconds a translated file stays downloadable
+    files_store_bytes: int = 500_000_000  # translated files kept at most (oldest go first)
+    files_dir: str = ""  # where translated files are kept ("": a temporary directory)
 
     @classmethod
     def flags(cls) -> dict[str, tuple]:
@@ -41,6 +46,14 @@ class ServeConfig:
             "batch_wait_ms": "the longest a request waits for others to batch with (milliseconds)",
             "max_batch": "texts per batched decode (1 = no batching)",
             "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
+            "disable_files_translation": "refuse /translate_file (403) and /download_file",
+            "max_file_chars": "characters of text in one document of /translate_file (400 "
+            "above; the upload's bytes are bounded by --max-body-bytes)",
+            "file_expiry": "seconds a translated file stays downloadable",
+            "files_store_bytes": "bytes of translated files kept at most (the oldest are "
+            "removed first)",
+            "files_dir": "where translated files are kept (default: a temporary directory, "
+            "removed at shutdown)",
         }
         return {
             f.name: (f.default, f"{helps[f.name]}; default {f.default}")
@@ -58,6 +71,9 @@ class ServeConfig:
         _check_float("batch_wait_ms", self.batch_wait_ms, 0.0, 10000.0)
         _check_int("max_batch", self.max_batch, 1)
         _check_int("beam", self.beam, 1, self.max_beam)
+        _check_int("max_file_chars", self.max_file_chars, 1)
+        _check_float("file_expiry", self.file_expiry, 0.001, 366 * 86400.0)
+        _check_int("files_store_bytes", self.files_store_bytes, 1)
 
 
 @dataclass(frozen=True)

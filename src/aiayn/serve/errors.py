@@ -21,7 +21,9 @@ from aiayn.errors import UserError
 log = logging.getLogger("aiayn.serve")
 
 # LibreTranslate's routes: its error body, and 400 where aiayn's other routes answer 422
-LIBRETRANSLATE_PATHS = ("/translate", "/detect", "/languages", "/suggest", "/frontend/settings")
+LIBRETRANSLATE_PATHS = (
+    "/translate", "/detect", "/languages", "/suggest", "/frontend/settings", "/translate_file",
+)  # fmt: skip
 
 
 class ServeError(Exception):
@@ -37,7 +39,7 @@ class ServeError(Exception):
 def error_body(path: str, status: int, message: str, param: str | None = None) -> dict:
     message = _encodable(message)
     param = _encodable(param) if param is not None else None
-    if path in LIBRETRANSLATE_PATHS:
+    if path in LIBRETRANSLATE_PATHS or path.startswith("/download_file/"):
         return {"error": message}
     kind = "invalid_request_error" if status < 500 else "server_error"
     if status == 503:

@@ -30,6 +30,7 @@ import aiayn
 from aiayn.serve.access import AccessConfig
 from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.errors import LIBRETRANSLATE_PATHS
+from aiayn.serve.files import STORED
 from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR
 
 
@@ -159,6 +160,9 @@ def document(
                 operation.pop("security", None)
             _document_errors(path, method, operation, guarded, access)
             for parameter in operation.get("parameters", []):
+                if path.startswith("/download_file/") and parameter.get("name") == "name":
+                    pattern = {"pattern": f"^{STORED.pattern}$"}  # the names the store makes
+                    parameter["schema"] = {**parameter["schema"], **pattern}
                 if parameter.get("name") == "model_id":  # GET /v1/models/{model_id}
                     parameter["schema"] = {
                         **parameter["schema"],
@@ -175,7 +179,8 @@ def document(
 def _document_errors(
     path: str, method: str, operation: dict, guarded: bool, access: AccessConfig
 ) -> None:
-    lt = path in LIBRETRANSLATE_PATHS
+    downloads = path.startswith("/download_file/")
+    lt = path in LIBRETRANSLATE_PATHS or downloads
     body = "LibreTranslateError" if lt else "ErrorResponse"
     if method == "post":
         statuses = POST_STATUSES
@@ -185,8 +190,11 @@ def _document_errors(
             statuses += (403,)
         if guarded and (access.limited or access.api_keys):
             statuses += (429,)
-        if path == "/suggest":
+        if path in ("/suggest", "/translate_file"):  # turned off (--suggestions, files)
             statuses += (403,)
+        statuses = tuple(dict.fromkeys(statuses))
+    elif downloads:  # a name not the store's (400), or no longer in it (404)
+        statuses = (400, 404, 500, 503)
     elif "{" in path:
         statuses = (404, 422, 500, 503)
     elif path == "/health":
@@ -280,7 +288,7 @@ def _constrain(
             {"properties": {"prefix": {"maxLength": 0}, "alternatives": {"maximum": 0}}},
         ]
     pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
-    if path == "/translate" and "target" in properties:
+    if path in ("/translate", "/translate_file") and "target" in properties:
         properties["source"] = {
             **properties["source"],
             "enum": ["auto", *dict.fromkeys(a for a, _ in pairs)],

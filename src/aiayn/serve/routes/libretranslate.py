@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from aiayn import documents
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded
 from aiayn.serve.errors import ServeError
@@ -27,11 +28,10 @@ from aiayn.serve.routes.native import prefixes
 router = APIRouter()
 
 
-def supported_file_formats() -> list[str]:
+def supported_file_formats(config) -> list[str]:
     """The file extensions documents may be translated from (``/frontend/settings``'
-    ``supportedFilesFormat``): none until a document-translation module names its formats
-    here."""
-    return []
+    ``supportedFilesFormat``; ``aiayn.documents``): none with --disable-files-translation."""
+    return [] if config.disable_files_translation else documents.supported_formats()
 
 
 def translators(registry: Registry) -> list[ServedModel]:
@@ -177,7 +177,7 @@ async def frontend_settings(request: Request, registry: Models):
     gate, frontend = request.app.state.gate, request.app.state.frontend
     served = translators(registry)
     source, target = served[0].languages if served else ("auto", "auto")
-    formats = supported_file_formats()
+    formats = supported_file_formats(registry.config)
     return {
         "charLimit": registry.config.max_chars,
         "frontendTimeout": frontend.frontend_timeout,

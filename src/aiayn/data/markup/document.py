@@ -1,0 +1,123 @@
+"""A tree's segments as one unit of translation (``Document``), several documents' segments
+cut into sentences as one list of texts (``Sentences``), and the cutting itself (``pieces``).
+
+A ``Document`` holds any tree of elements: one html5lib read from a page (``parse``), or one a
+document format builds for a paragraph, its runs of bold or linked words as inline elements
+(``aiayn.documents``). ``write`` puts the translations into the tree; ``render`` also turns
+the tree back into text, with the function its reader gave (``serialize`` for HTML).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from xml.etree import ElementTree
+
+from aiayn.data.markup.placement import write
+from aiayn.data.markup.segments import Segment, collect
+
+_SENTENCE_END = re.compile(r"(?:\w{3,}|\d|\))[.!?\u2026][\"')\u201c\u201d\u00bb]*$|[!?]$")
+Translations = Sequence[tuple[str, Sequence[tuple[int, int]]]]
+
+
+class Document:
+    """A tree (``root``): its ``segments`` to translate, ``write`` or ``render`` to put their
+    translations back."""
+
+    def __init__(
+        self,
+        root: ElementTree.Element,
+        serialize: Callable[[ElementTree.Element], str] | None = None,
+    ) -> None:
+        self.root = root
+        self._serialize = serialize
+        self.segments: list[Segment] = []
+        collect(root, self.segments)
+
+    def write(self, translations: Translations) -> ElementTree.Element:
+        """The tree with segment i's text replaced by ``translations[i]``: (target text, its
+        (source word, target word) alignment pairs)."""
+        if len(translations) != len(self.segments):
+            raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
+        for segment, (text, pairs) in zip(self.segments, translations, strict=True):
+            write(segment, text.split(), pairs)
+        self.segments = []  # written once: the tree now holds the translation
+        return self.root
+
+    def render(self, translations: Translations) -> str:
+        """``write``, then the tree as text (the serializer the document was read with)."""
+        if self._serialize is None:
+            raise ValueError("this document was read without a serializer: use write")
+        return self._serialize(self.write(translations))
+
+
+class Sentences:
+    """The sentences of ``documents`` as one list to translate (``texts``), and ``write`` or
+    ``render`` to put their translations back: each segment cut by ``pieces``, the pieces'
+    translations and alignments joined end to end."""
+
+    def __init__(self, documents: Sequence[Document], fits: Callable[[str], bool]) -> None:
+        self.documents = list(documents)
+        self.texts: list[str] = []
+        self._plan: list[list[tuple[int, int]]] = []  # per segment: its pieces' word ranges
+        for document in self.documents:
+            for segment in document.segments:
+                words = segment.words
+                ranges = pieces(words, fits)
+                self._plan.append(ranges)
+                self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
+
+    def _joined(self, translations: Translations) -> list[list[tuple[str, list]]]:
+        """Per document, its segments' translations (pieces joined)."""
+        if len(translations) != len(self.texts):
+            raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
+        at, k, out = 0, 0, []
+        for document in self.documents:
+            joined = []
+            for _ in document.segments:
+                words: list[str] = []
+                pairs: list[tuple[int, int]] = []
+                for a, _b in self._plan[k]:
+                    text, piece_pairs = translations[at]
+                    pairs.extend((a + i, len(words) + j) for i, j in piece_pairs)
+                    words.extend(text.split())
+                    at += 1
+                joined.append((" ".join(words), pairs))
+                k += 1
+            out.append(joined)
+        return out
+
+    def write(self, translations: Translations) -> list[ElementTree.Element]:
+        """The documents' trees, given each text's (translation, (source word, target word)
+        pairs)."""
+        joined = self._joined(translations)
+        return [d.write(j) for d, j in zip(self.documents, joined, strict=True)]
+
+    def render(self, translations: Translations) -> list[str]:
+        """The documents as text (``write``, then each document's serializer)."""
+        joined = self._joined(translations)
+        return [d.render(j) for d, j in zip(self.documents, joined, strict=True)]
+
+
+def pieces(words: list[str], fits: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """``words`` cut into sentences (word ranges) as a sentence-level model reads them: a cut
+    after a word that ends a sentence ("Debian." or "Wirklich?", not "z." or "Nr."); a
+    sentence whose text does not ``fit`` the model, cut again at the last word that fits."""
+    ends = [i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w)] + [len(words)]
+    out: list[tuple[int, int]] = []
+    start = 0
+    for end in ends:
+        while start < end:  # the longest run from start that fits (at least one word)
+            cut, lo, hi = start + 1, start + 2, end
+            if fits(" ".join(words[start:end])):
+                cut = end
+            else:
+                while lo <= hi:
+                    mid = (lo + hi) // 2
+                    if fits(" ".join(words[start:mid])):
+                        cut, lo = mid, mid + 1
+                    else:
+                        hi = mid - 1
+            out.append((start, cut))
+            start = cut
+    return out

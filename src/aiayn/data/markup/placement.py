@@ -1,0 +1,170 @@
+"""Writing a translation back into a segment: each inline element encloses the target words
+aligned to the source words it enclosed (word alignments from cross-attention,
+``aiayn.infer.alignment``), placed by ``place`` so that siblings keep their order and children
+stay inside their parents. No element is added, removed or moved."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from xml.etree import ElementTree
+
+from aiayn.data.markup.elements import has_text, unspaced
+from aiayn.data.markup.segments import BREAK, Node, Segment
+
+_EXTRA = 0.5  # the cost of enclosing a target word not aligned into the element
+_DRIFT = 1e-3  # the cost per word of a point (or an element left empty) away from its anchor
+
+
+def write(segment: Segment, words: list[str], pairs: Sequence[tuple[int, int]]) -> None:
+    n_src, n_tgt = len(segment.spans), len(words)
+    source_of = [-1] * n_tgt  # the source word of each target word (-1: none)
+    for i, j in pairs:
+        if 0 <= j < n_tgt and 0 <= i < n_src:
+            source_of[j] = i
+    starts = [a for a, _ in segment.spans]
+    ends = [b for _, b in segment.spans]
+
+    def after(boundary: int) -> int:
+        """The target boundary after every target word aligned before source ``boundary``."""
+        return 1 + max((j for j, i in enumerate(source_of) if 0 <= i < boundary), default=-1)
+
+    def prepare(nodes: list[Node]) -> None:
+        for node in nodes:
+            lo = bisect.bisect_right(ends, node.start)  # the first word ending after start
+            hi = lo if node.point else bisect.bisect_left(starts, node.end)
+            inside = {i for i in range(lo, hi) if _overlaps(segment.spans[i], node)}
+            node.mask = [int(i in inside) for i in source_of]  # type: ignore[attr-defined]
+            node.anchor = after(lo)  # type: ignore[attr-defined]
+            prepare(node.children)
+
+    prepare(segment.nodes)
+    _place(segment.nodes, 0, n_tgt)
+    _fill(segment, words)
+
+
+def _overlaps(span: tuple[int, int], node: Node) -> bool:
+    return span[0] < node.end and node.start < span[1]
+
+
+def _place(nodes: list[Node], lo: int, hi: int) -> None:
+    """Give sibling ``nodes`` target spans within [lo, hi): in order, disjoint, each node's
+    span contiguous. Maximises, over the siblings, the target words aligned into their node
+    minus ``_EXTRA`` for each word enclosed but not aligned into it (a dynamic programme over
+    boundaries, linear per node), points and nodes left empty as near their anchors as the
+    order allows. Then each node's children within its own span."""
+    if not nodes:
+        return
+    width = hi - lo + 1
+    neg = float("-inf")
+    reach = [0.0] * width  # best score with the nodes so far ending at or before boundary lo + p
+    choices = []
+    for node in nodes:
+        mask = node.mask[lo:hi]  # type: ignore[attr-defined]
+        counts = [0]
+        for m in mask:
+            counts.append(counts[-1] + m)
+        score, start = [neg] * width, [0] * width
+        best_open, best_at = neg, 0  # max over a < b of reach[a] - (1 + _EXTRA) C[a] + _EXTRA a
+        for b in range(width):
+            empty = reach[b] - _DRIFT * abs(lo + b - node.anchor)  # type: ignore[attr-defined]
+            score[b], start[b] = empty, b
+            if not node.point and counts[-1] and best_open > neg:
+                full = best_open + (1 + _EXTRA) * counts[b] - _EXTRA * b
+                if full > score[b]:
+                    score[b], start[b] = full, best_at
+            value = reach[b] - (1 + _EXTRA) * counts[b] + _EXTRA * b
+            if value > best_open:
+                best_open, best_at = value, b
+        ends, running, at = [0] * width, neg, 0
+        for p in range(width):  # reach: the best end at or before p
+            if score[p] > running:
+                running, at = score[p], p
+            reach[p], ends[p] = running, at
+        choices.append((start, ends))
+    p = width - 1
+    for node, (start, ends) in zip(reversed(nodes), reversed(choices), strict=True):
+        b = ends[p]
+        node.span = (lo + start[b], lo + b)  # type: ignore[attr-defined]
+        p = start[b]
+    for node in nodes:
+        if not node.point:
+            _place(node.children, *node.span)  # type: ignore[attr-defined]
+
+
+def _fill(segment: Segment, words: list[str]) -> None:
+    """Write ``words`` and the placed nodes' text into the tree."""
+    events: list[tuple[str, object]] = []
+
+    def walk(nodes: list[Node], lo: int, hi: int) -> None:
+        cursor = lo
+        for node in nodes:
+            a, b = node.span  # type: ignore[attr-defined]
+            events.extend(("word", j) for j in range(cursor, a))
+            if node.point:
+                events.append(("point", node))
+            else:
+                events.append(("open", node))
+                walk(node.children, a, b)
+                events.append(("close", node))
+            cursor = b
+        events.extend(("word", j) for j in range(cursor, hi))
+
+    walk(segment.nodes, 0, len(words))
+    # One space between words (and around untranslated content), placed after the end tags
+    # that follow a word and before the start tags and points that precede the next one.
+    spaced: list[tuple[str, object]] = []
+    wordlike_seen = broken = False  # broken: a line break (<br>, <img>) since the last word
+    for kind, item in events:
+        wordlike = kind == "word" or (kind == "point" and has_text(item.element))
+        if wordlike and wordlike_seen and not broken:
+            at = len(spaced)
+            while at and spaced[at - 1][0] in ("open", "point") and not _wordlike(spaced[at - 1]):
+                at -= 1
+            spaced.insert(at, ("space", None))
+        if wordlike:
+            wordlike_seen, broken = True, False
+        elif kind in ("point", "close") and unspaced(item.element):  # type: ignore[union-attr]
+            broken = True  # after <br>, or after one variant of the text, before another
+        spaced.append((kind, item))
+
+    raw, spans = segment.raw, segment.spans
+    element, attr = segment.slot
+    parts: dict[tuple[int, str], list[str]] = {}
+    order: list[tuple[ElementTree.Element, str]] = []
+
+    def slot(target: ElementTree.Element, name: str) -> list[str]:
+        key = (id(target), name)
+        if key not in parts:
+            parts[key] = []
+            order.append((target, name))
+        return parts[key]
+
+    current = slot(element, attr)
+    current.append(raw[: spans[0][0]].replace(BREAK, ""))  # the leading white space
+    for kind, item in spaced:
+        if kind == "word":
+            current.append(words[item])  # type: ignore[index]
+        elif kind == "space":
+            current.append(" ")
+        elif kind == "open":
+            current = slot(item.element, "text")  # type: ignore[union-attr]
+        else:  # close, point
+            current = slot(item.element, "tail")  # type: ignore[union-attr]
+    current.append(raw[spans[-1][1] :].replace(BREAK, ""))  # and the trailing
+    _clear(segment.nodes)
+    for target, name in order:
+        setattr(target, name, "".join(parts[(id(target), name)]) or None)
+
+
+def _wordlike(event: tuple[str, object]) -> bool:
+    kind, item = event
+    return kind == "point" and has_text(item.element)  # type: ignore[union-attr]
+
+
+def _clear(nodes: list[Node]) -> None:
+    for node in nodes:
+        node.element.tail = None
+        if not node.point:
+            node.element.text = None
+            _clear(node.children)

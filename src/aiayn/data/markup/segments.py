@@ -1,0 +1,99 @@
+"""Reading a tree into segments: every run of text and inline elements between two block
+elements is one ``Segment``, translated as a unit, with the inline elements in it as
+``Node``s (the source characters each encloses)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from xml.etree import ElementTree
+
+from aiayn.data.markup.elements import VOID, breaks, is_block, name, untranslated
+
+BREAK = "\0"  # a word break that is not text (the parser never leaves a NUL in text)
+_WORD = re.compile(r"[^\s\0]+")
+
+
+@dataclass
+class Node:
+    """An element or comment inside a segment, with the source characters it encloses
+    (``start == end`` for a point: void, untranslated, comment)."""
+
+    element: ElementTree.Element
+    start: int
+    end: int = -1
+    point: bool = False
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class Segment:
+    """The text between two block boundaries, as translated: ``text``, its words joined by
+    single spaces."""
+
+    text: str
+    raw: str
+    spans: list[tuple[int, int]]  # character spans of the words in raw
+    slot: tuple[ElementTree.Element, str]  # where the segment's text begins: (element, attr)
+    nodes: list[Node]
+
+    @property
+    def words(self) -> list[str]:
+        return self.text.split(" ")
+
+
+class _Builder:
+    """The segment being read: raw text and the nodes in it."""
+
+    def __init__(self, slot: tuple[ElementTree.Element, str]) -> None:
+        self.slot, self.raw, self.nodes = slot, [], []
+        self.length = 0
+
+    def text(self, text: str | None) -> None:
+        if text:
+            self.raw.append(text)
+            self.length += len(text)
+
+    def node(self, element, into: list[Node]) -> None:
+        node = Node(element, self.length)
+        into.append(node)
+        if name(element) is None or name(element) in VOID or untranslated(element):
+            node.end, node.point = self.length, True
+            if breaks(element):
+                self.text(BREAK)  # "Zeile<br>Zeile": two words
+            return
+        hidden = element.get("hidden") is not None  # another variant of the text around it
+        if hidden:
+            self.text(BREAK)
+        self.text(element.text)
+        for child in element:
+            self.node(child, node.children)
+            self.text(child.tail)
+        if hidden:
+            self.text(BREAK)
+        node.end = self.length
+
+    def finish(self, segments: list[Segment]) -> None:
+        raw = "".join(self.raw)
+        words = [m.span() for m in _WORD.finditer(raw)]
+        if words:
+            text = " ".join(raw[a:b] for a, b in words)
+            segments.append(Segment(text, raw, words, self.slot, self.nodes))
+
+
+def collect(container, segments: list[Segment], memo: dict | None = None) -> None:
+    """Append the segments of ``container`` (an element and what it holds) to ``segments``."""
+    memo = {} if memo is None else memo
+    if name(container) is None or untranslated(container):
+        return  # a doctype, or what is never translated
+    builder = _Builder((container, "text"))
+    builder.text(container.text)
+    for child in container:
+        if is_block(child, memo):
+            builder.finish(segments)
+            collect(child, segments, memo)
+            builder = _Builder((child, "tail"))
+        else:
+            builder.node(child, builder.nodes)
+        builder.text(child.tail)
+    builder.finish(segments)

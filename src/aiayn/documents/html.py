@@ -1,0 +1,57 @@
+"""HTML pages (.html, .htm, UTF-8) read and written by ``aiayn.data.markup`` (html5lib, the
+HTML standard's parser): every element and attribute kept, inline markup around the words
+aligned to those it held; markup the parser would have to repair is refused."""
+
+from __future__ import annotations
+
+import re
+
+from aiayn.data.markup import MarkupError, parse, serialize
+from aiayn.documents.base import DocumentError, Limits
+from aiayn.documents.safety import check_size, decode_text
+
+MAX_DEPTH = 400  # elements open inside one another
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)[^>]*?(/?)>")
+# elements that are never open (void) or whose end tag may be left out: not counted
+_UNCOUNTED = frozenset(
+    "area base br col embed hr img input link meta source track wbr p li dt dd tr td th "
+    "thead tbody tfoot option optgroup rb rt rtc rp colgroup caption".split()
+)
+
+
+def check_depth(html: str, name: str) -> None:
+    """Refuse markup nested past ``MAX_DEPTH`` before a parser builds it (the parser and the
+    tree walks would take time and stack in proportion), counting start and end tags."""
+    depth = 0
+    for match in _TAG.finditer(html):
+        end, tag, closed = match.groups()
+        if closed or tag.lower() in _UNCOUNTED:
+            continue
+        depth = max(depth - 1, 0) if end else depth + 1
+        if depth > MAX_DEPTH:
+            line = html.count("\n", 0, match.start()) + 1
+            raise DocumentError(
+                f"{name}: line {line}: elements nested over {MAX_DEPTH} deep; refused"
+            )
+
+
+class HtmlDocument:
+    def __init__(self, html: str, name: str) -> None:
+        check_depth(html, name)
+        try:
+            self._document = parse(html, name)
+        except MarkupError as e:
+            raise DocumentError(str(e)) from None
+        self.documents = [self._document]
+
+    def save(self) -> bytes:
+        return serialize(self._document.root).encode("utf-8")
+
+
+class Html:
+    extensions = (".html", ".htm")
+    media_type = "text/html; charset=utf-8"
+
+    def open(self, data: bytes, name: str, limits: Limits) -> HtmlDocument:
+        check_size(data, name, limits)
+        return HtmlDocument(decode_text(data, name), name)

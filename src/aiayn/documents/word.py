@@ -1,0 +1,115 @@
+"""Word documents (.docx) read and written with python-docx.
+
+Every part a reader sees: the body (its tables and lists included, nested tables too), every
+header and footer (first page, even pages), footnotes, endnotes and comments. Each paragraph
+is one text; its runs (bold, italic, a hyperlink's runs, a style) are inline elements for
+``aiayn.data.markup``, so each comes back around the words translated from its own
+(``Runs``). A run holding more than text (a picture, a field, a footnote mark) is left as it
+is, and so is a field's result.
+"""
+
+from __future__ import annotations
+
+import io
+
+from aiayn.data.markup import Document
+from aiayn.documents.base import DocumentError, Limits, Runs
+from aiayn.documents.safety import open_archive, require
+
+# what may stand in a run whose text python-docx rewrites (anything else stays untouched)
+_TEXT_ONLY = {"rPr", "t", "tab", "br", "cr", "noBreakHyphen", "softHyphen", "lastRenderedPageBreak"}
+_SKIPPED_KEY = {"lang", "noProof", "rFonts", "szCs", "bCs", "iCs"}  # split runs, look the same
+_PARTS = ("document.main", "header", "footer", "footnotes", "endnotes", "comments")
+
+
+class WordDocument:
+    def __init__(self, data: bytes, name: str) -> None:
+        import docx
+        from docx.oxml.parser import parse_xml
+
+        self._document = docx.Document(io.BytesIO(data))
+        self._raw_parts = []  # parts python-docx keeps as bytes (footnotes, endnotes)
+        self._paragraphs: list[tuple[Runs, list]] = []
+        for part in self._document.part.package.iter_parts():
+            if not any(f"wordprocessingml.{kind}+xml" in part.content_type for kind in _PARTS):
+                continue
+            element = getattr(part, "element", None)
+            if element is None:  # a part python-docx has no class for: parsed here
+                element = parse_xml(part.blob)
+                self._raw_parts.append((part, element))
+            self._read(element)
+        self.documents = [Document(runs.root) for runs, _ in self._paragraphs]
+
+    def _read(self, element) -> None:
+        from docx.oxml.ns import qn
+        from docx.text.run import Run
+
+        p_tag, r_tag = qn("w:p"), qn("w:r")
+        for p in element.iter(p_tag):
+            runs, texts = [], []
+            for r in p.iter(r_tag):
+                if _owner(r, p_tag) is not p or _in_field(r):
+                    continue
+                if all(_local(child.tag) in _TEXT_ONLY for child in r):
+                    run = Run(r, None)
+                    runs.append(run)
+                    texts.append((run.text, _key(r)))
+                else:
+                    texts.append(("", None))  # kept as it is
+                    runs.append(None)
+            if any(text.strip() for text, _ in texts):
+                self._paragraphs.append((Runs(texts), runs))
+
+    def save(self) -> bytes:
+        from docx.opc.oxml import serialize_part_xml
+
+        for paragraph, runs in self._paragraphs:
+            for run, text in zip(runs, paragraph.texts(), strict=True):
+                if run is not None and run.text != text:
+                    run.text = text
+        for part, element in self._raw_parts:
+            part._blob = serialize_part_xml(element)  # what Part.blob gives back
+        out = io.BytesIO()
+        self._document.save(out)
+        return out.getvalue()
+
+
+def _local(tag) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _owner(r, p_tag):
+    """The paragraph a run belongs to (a text box's paragraphs hold their own runs)."""
+    return next(r.iterancestors(p_tag), None)
+
+
+def _in_field(r) -> bool:
+    """Whether the run is a simple field's result (a page number), recomputed by Word."""
+    return any(_local(a.tag) == "fldSimple" for a in r.iterancestors())
+
+
+def _key(r):
+    """What a run looks like: its properties (less those that only split runs) and the link
+    it is in."""
+    from lxml import etree
+
+    link = next((a for a in r.iterancestors() if _local(a.tag) == "hyperlink"), None)
+    props = r.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}rPr")
+    shown = b""
+    if props is not None:
+        shown = b"".join(
+            etree.tostring(child) for child in props if _local(child.tag) not in _SKIPPED_KEY
+        )
+    return (id(link) if link is not None else None, shown)
+
+
+class Word:
+    extensions = (".docx",)
+    media_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+    def open(self, data: bytes, name: str, limits: Limits) -> WordDocument:
+        members = open_archive(data, name, limits, ".docx")
+        require(members, name, ".docx", "[Content_Types].xml", "word/document.xml")
+        if b"wordprocessingml.document" not in members["[Content_Types].xml"]:
+            raise DocumentError(f"{name}: not a .docx: its content types name no Word document")
+        return WordDocument(data, name)

@@ -1,0 +1,316 @@
+"""Documents translated whole, as LibreTranslate translates them: ``POST /translate_file``
+(a multipart form: ``file``, ``source``, ``target``, ``api_key``) answers
+``{"translatedFileUrl": ...}``, and ``GET /download_file/NAME`` gives the translated file.
+
+Each upload is read by its format (``aiayn.documents``: checked before any library sees it,
+off the event loop), its sentences queued on the model's worker in batches of
+``--max-batch`` texts with the other requests' sentences (the same call as ``/translate``'s
+HTML), and the translation written back into the document. Translated files live in a
+bounded store (``FileStore``): their names are generated, never the upload's; each expires
+``--file-expiry`` seconds after it was written, and the oldest go first when the store would
+pass ``--files-store-bytes``. At most ``FILE_JOBS`` documents are read and written at once
+(the others wait their turn), so memory stays bounded by the upload and archive limits.
+``--disable-files-translation`` answers 403 (and 400 on downloads), as LibreTranslate does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from aiayn import documents
+from aiayn.serve.access import Guarded
+from aiayn.serve.config import ServeConfig
+from aiayn.serve.errors import ServeError
+from aiayn.serve.models import ServedModel
+from aiayn.serve.registry import Registry
+from aiayn.serve.routes import Models
+from aiayn.serve.routes.libretranslate import pick_translator, translators
+
+router = APIRouter()
+
+FILE_JOBS = 2  # documents read, translated and written at once (the others wait)
+DISABLED = "Files translation are disabled on this server."
+STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,4}")  # the names the store generates
+
+
+@dataclass
+class Stored:
+    path: Path
+    download_name: str
+    media_type: str
+    size: int
+    expires: float
+
+
+class FileStore:
+    """Translated files in ``directory`` (a private temporary one by default, removed by
+    ``close``), each under a generated name, expiring ``expiry`` seconds after it is written;
+    at most ``max_bytes`` in all (the oldest removed to make room)."""
+
+    def __init__(self, directory: str | Path | None, expiry: float, max_bytes: int) -> None:
+        self._owned = not directory
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="aiayn-files-"))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.expiry, self.max_bytes = expiry, max_bytes
+        self._files: dict[str, Stored] = {}
+        self._lock = threading.Lock()
+        for old in self.directory.iterdir():  # a previous server's files: never served again
+            if STORED.fullmatch(old.name) and old.is_file():
+                old.unlink(missing_ok=True)
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self._files.values())
+
+    def put(self, data: bytes, suffix: str, download_name: str, media_type: str) -> str:
+        """Store ``data``; its generated name (32 hex digits and ``suffix``)."""
+        if len(data) > self.max_bytes:
+            raise ServeError(
+                413,
+                f"the translated file has {len(data)} bytes; the store holds at most "
+                f"{self.max_bytes} (--files-store-bytes)",
+            )
+        name = secrets.token_hex(16) + suffix
+        path = self.directory / name
+        with self._lock:
+            self._purge(time.monotonic())
+            while self._files and self.size + len(data) > self.max_bytes:
+                oldest = min(self._files, key=lambda k: self._files[k].expires)
+                self._remove(oldest)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            expires = time.monotonic() + self.expiry
+            self._files[name] = Stored(path, download_name, media_type, len(data), expires)
+        return name
+
+    def get(self, name: str) -> Stored | None:
+        with self._lock:
+            self._purge(time.monotonic())
+            return self._files.get(name)
+
+    def purge(self) -> None:
+        """Remove the files whose time is up."""
+        with self._lock:
+            self._purge(time.monotonic())
+
+    def _purge(self, now: float) -> None:
+        for name in [k for k, f in self._files.items() if f.expires <= now]:
+            self._remove(name)
+
+    def _remove(self, name: str) -> None:
+        stored = self._files.pop(name)
+        stored.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Remove every stored file (and the directory, when the store made it)."""
+        with self._lock:
+            for name in list(self._files):
+                self._remove(name)
+            if self._owned:
+                shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class Files:
+    """The store and the turn-taking of one application (``app.state.files``)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.store = FileStore(
+            config.files_dir or None, config.file_expiry, config.files_store_bytes
+        )
+        self.turns = asyncio.Semaphore(FILE_JOBS)
+
+
+def files_of(request: Request) -> Files:
+    state = request.app.state
+    if getattr(state, "files", None) is None:
+        state.files = Files(state.registry.config)
+    return state.files
+
+
+def close(app) -> None:
+    """Remove the translated files of ``app`` (at shutdown)."""
+    files = getattr(app.state, "files", None)
+    if files is not None:
+        files.store.close()
+
+
+def display_name(name: str) -> str:
+    """An upload's name as messages and the download show it: its last part, characters
+    other than letters, digits, ``.``, ``-``, ``_`` and spaces replaced, at most 100 long."""
+    base = PurePath(name.replace("\\", "/")).name
+    safe = re.sub(r"[^\w.\- ]", "_", base, flags=re.ASCII).strip(" .") or "document"
+    stem, suffix = os.path.splitext(safe)
+    return stem[: 100 - len(suffix)] + suffix
+
+
+def _unfit_name(name: str) -> str | None:
+    """Why an upload's name is not a plain file name (None: it is). It is never used as a
+    path; one that tries to be a path is refused all the same."""
+    if len(name) > 255:
+        return f"{len(name)} characters; at most 255"
+    if re.search(r"[\x00-\x1f\x7f]", name):
+        return "a control character in the name"
+    if "/" in name or "\\" in name:
+        return "a path, not a file name"
+    if name.strip(". ") == "":
+        return f"{name!r} is no file name"
+    return None
+
+
+def _check_languages(registry: Registry, source: str, target: str) -> ServedModel:
+    known = {code for m in translators(registry) for code in m.languages}
+    for code in (source, target):
+        if code != "auto" and code not in known:
+            raise ServeError(
+                400, f"{code} is not supported", "source" if code == source else "target"
+            )
+    try:
+        return pick_translator(registry, source, target)
+    except ServeError as e:
+        raise ServeError(400, e.message, e.param) from None
+
+
+_FORM = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "properties": {
+                "file": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "the document: its name ends in one of "
+                    "/frontend/settings' supportedFilesFormat (.txt, .docx, ...)",
+                },
+                "source": {"type": "string", "description": "source language code, or 'auto'"},
+                "target": {"type": "string", "description": "target language code"},
+                "api_key": {"type": "string", "description": "an API key"},
+            },
+            "required": ["file", "source", "target"],
+        },
+        "encoding": {"file": {"contentType": "text/plain"}},
+    }
+}
+
+
+@router.post(
+    "/translate_file",
+    openapi_extra={"requestBody": {"content": _FORM, "required": True}},
+)
+async def translate_file(request: Request, registry: Models, caller: Guarded):
+    """LibreTranslate's file translation: the document translated whole, its formatting
+    kept; answers the URL of the translated file (``/download_file/NAME``)."""
+    config = registry.config
+    if config.disable_files_translation:
+        raise ServeError(403, DISABLED)
+    form = await request.form(max_files=1, max_fields=16)
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise ServeError(400, "Invalid request: missing file parameter", "file")
+    for field in ("source", "target"):
+        if not isinstance(form.get(field), str) or not form.get(field):
+            raise ServeError(400, f"Invalid request: missing {field} parameter", field)
+    if not upload.filename:
+        raise ServeError(400, "Invalid request: empty file", "file")
+    why = _unfit_name(upload.filename)
+    if why:
+        raise ServeError(400, f"Invalid filename: {why}", "file")
+    fmt = documents.format_for(upload.filename)
+    if fmt is None:
+        raise ServeError(400, "Invalid request: file format not supported", "file")
+    model = _check_languages(registry, form["source"], form["target"])
+    name = display_name(upload.filename)
+    data = await upload.read()
+    files = files_of(request)
+    async with files.turns:
+        stored = await _translate(data, name, fmt, model, registry)
+        key = await run_in_threadpool(
+            files.store.put, stored, fmt.extensions[0], name, fmt.media_type
+        )
+    asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
+    return {"translatedFileUrl": str(request.url_for("download_file", name=key))}
+
+
+async def _translate(data: bytes, name: str, fmt, model: ServedModel, registry: Registry) -> bytes:
+    config = registry.config
+    limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
+        max_bytes=config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
+        max_chars=config.max_file_chars,
+    )
+    limit = model.max_text_tokens
+
+    def fits(text: str) -> bool:
+        return model.token_counts([text])[0] <= limit
+
+    def read():
+        opened = documents.read(data, name, limits)
+        return opened, documents.sentences(opened, fits), documents.aligned(opened)
+
+    try:
+        opened, sentences, aligned = await run_in_threadpool(read)
+    except documents.DocumentError as e:
+        raise ServeError(400, str(e), "file") from None
+    options = dict(beam=config.beam)
+    key = ("translate-aligned" if aligned else "translate-document", tuple(sorted(options.items())))
+    results = []
+    texts = sentences.texts
+    for start in range(0, len(texts), config.max_batch):  # others' requests between chunks
+        results += await registry.run(
+            model,
+            texts[start : start + config.max_batch],
+            lambda items: model.translate(items, scores=False, alignment=aligned, **options),
+            key,
+        )
+    try:
+        return await run_in_threadpool(_written, opened, sentences, results, name)
+    except documents.DocumentError as e:
+        raise ServeError(400, str(e), "file") from None
+
+
+def _written(opened, sentences, results, name: str) -> bytes:
+    return documents.save(opened, sentences, [(t.text, t.alignment or ()) for t in results], name)
+
+
+_DOWNLOAD = {
+    "responses": {
+        "200": {
+            "description": "the translated file",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+}
+
+
+@router.get(
+    "/download_file/{name:path}",
+    name="download_file",
+    response_class=FileResponse,
+    openapi_extra=_DOWNLOAD,
+)
+async def download_file(name: str, request: Request, registry: Models):
+    """A translated file, by the name ``/translate_file`` answered (until it expires)."""
+    if registry.config.disable_files_translation:
+        raise ServeError(400, DISABLED)
+    if not STORED.fullmatch(name):
+        raise ServeError(400, "Invalid filename", "name")
+    stored = files_of(request).store.get(name)
+    if stored is None:
+        raise ServeError(404, "File not found", "name")
+    return FileResponse(stored.path, media_type=stored.media_type, filename=stored.download_name)

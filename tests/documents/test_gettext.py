@@ -1,0 +1,135 @@
+"""Gettext catalogues: every message a person has not translated gets the model's translation
+and the fuzzy flag, plural messages every form the catalogue counts, placeholders kept whole
+(msgfmt's own format check agrees), a person's translations kept."""
+
+import shutil
+import subprocess
+
+import pytest
+
+import aiayn
+from aiayn import documents
+from aiayn.documents.gettext import PLACEHOLDER
+
+polib = pytest.importorskip("polib")
+
+CATALOGUE = r"""# A test catalogue.
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Language: en\n"
+"Plural-Forms: nplurals=3; plural=(n==1 ? 0 : n==2 ? 1 : 2);\n"
+
+msgid "Der Hund schläft."
+msgstr ""
+
+#, python-format
+msgid "Hallo %(name)s, das ist ein gutes Buch."
+msgstr ""
+
+#, python-brace-format
+msgid "Ich habe {count} Bücher und keine Zeit.\n"
+msgstr ""
+
+#, python-format
+msgid "%d Datei"
+msgid_plural "%d Dateien"
+msgstr[0] ""
+msgstr[1] ""
+msgstr[2] ""
+
+#, python-format
+msgid "%s ist gut."
+msgstr ""
+
+msgid "Guten Morgen."
+msgstr "Good morning, by a person."
+
+#, fuzzy
+msgid "Vielen Dank."
+msgstr "An old suggestion."
+
+#~ msgid "Alte Nachricht."
+#~ msgstr ""
+"""
+
+
+@pytest.fixture(scope="module")
+def translated(shipped_copy, tmp_path_factory):
+    translator = aiayn.load(shipped_copy)
+    folder = tmp_path_factory.mktemp("po")
+    source = folder / "de.po"
+    source.write_text(CATALOGUE, encoding="utf-8")
+    out = translator.translate_file(source, folder / "en.po")
+    return translator, out, polib.pofile(str(out))
+
+
+def test_every_message_is_filled_and_marked_fuzzy(translated):
+    _, _, catalogue = translated
+    live = [e for e in catalogue if not e.obsolete]
+    assert len(live) == 7
+    for entry in live:
+        assert entry.msgstr or all(entry.msgstr_plural.values()), entry.msgid
+    machine = [e for e in live if e.msgid != "Guten Morgen."]
+    assert all("fuzzy" in e.flags for e in machine)
+    (person,) = [e for e in live if e.msgid == "Guten Morgen."]
+    assert person.msgstr == "Good morning, by a person." and "fuzzy" not in person.flags
+    (old,) = [e for e in live if e.msgid == "Vielen Dank."]
+    assert old.msgstr != "An old suggestion."
+
+
+def test_a_message_is_translated_as_translate_translates_it(translated):
+    translator, _, catalogue = translated
+    (expected,) = translator.translate(["Der Hund schläft."])
+    assert catalogue.find("Der Hund schläft.").msgstr == expected.text
+
+
+def test_plural_forms_and_placeholders_are_kept(translated):
+    _, _, catalogue = translated
+    plural = catalogue.find("%d Datei")
+    assert sorted(plural.msgstr_plural) == [0, 1, 2]
+    assert all(plural.msgstr_plural[k].count("%d") == 1 for k in (0, 1, 2))
+    assert plural.msgstr_plural[1] == plural.msgstr_plural[2] != plural.msgstr_plural[0]
+    for entry in catalogue:
+        if entry.obsolete or not entry.msgid or entry.msgid_plural:
+            continue
+        assert sorted(PLACEHOLDER.findall(entry.msgstr)) == sorted(
+            PLACEHOLDER.findall(entry.msgid)
+        ), entry.msgid
+    assert catalogue.find("Ich habe {count} Bücher und keine Zeit.\n").msgstr.endswith("\n")
+
+
+def test_a_placeholder_keeps_its_place_and_the_punctuation_against_it():
+    """With every word translated as itself (and aligned to itself), a message comes back as
+    it was: placeholders, the comma written against one, the line break at the end."""
+    from aiayn.data.markup import Sentences
+
+    text = 'msgid "Hallo %(name)s, du hast {n} neue %s Nachrichten.\\n"\nmsgstr ""\n'
+    opened = documents.read(text.encode(), "de.po")
+    sentences = Sentences(opened.documents, lambda t: True)
+    assert sentences.texts == ["Hallo , du hast neue Nachrichten."]
+    sentences.write([(t, [(i, i) for i in range(len(t.split()))]) for t in sentences.texts])
+    (entry,) = polib.pofile(opened.save().decode())
+    assert entry.msgstr == "Hallo %(name)s, du hast {n} neue %s Nachrichten.\n"
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="gettext's msgfmt is not installed")
+def test_msgfmt_checks_the_translated_catalogue(translated, tmp_path):
+    _, out, _ = translated
+    run = subprocess.run(
+        ["msgfmt", "--check", "--use-fuzzy", "-o", str(tmp_path / "en.mo"), str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_catalogue_naming_a_file_is_not_that_file(tmp_path):
+    secret = tmp_path / "secret.po"
+    secret.write_text('msgid "geheim"\nmsgstr ""\n', encoding="utf-8")
+    with pytest.raises(documents.DocumentError, match="not a gettext catalogue"):
+        documents.read(str(secret).encode(), "upload.po")
+
+
+def test_a_broken_catalogue_names_its_line():
+    with pytest.raises(documents.DocumentError, match=r"^bad\.po: not a gettext catalogue.*line"):
+        documents.read(b'msgid "a"\nmsgstr "b"\n\ngarbage here\n', "bad.po")
