@@ -402,7 +402,8 @@ def test_the_openapi_document_names_the_key_scheme_only_with_keys(guarded, clien
         for ops in without["paths"].values()
         for op in ops.values()
         if op is not without["paths"].get("/suggest", {}).get("post")
-    )
+        and op is not without["paths"].get("/translate_file", {}).get("post")
+    )  # /suggest and /translate_file answer 403 when turned off
 
 
 def test_a_batch_counts_as_many_requests_as_it_has_texts(model_dirs):
