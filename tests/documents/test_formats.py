@@ -147,6 +147,20 @@ def test_the_command_line_refuses_clearly(translator, capsys, flags, message):
     assert message in capsys.readouterr().err
 
 
+def test_texts_without_a_letter_are_kept_as_written(translator, tmp_path):
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("Der Hund schläft.")
+    table = document.add_table(rows=1, cols=3)
+    for cell, text in zip(table.rows[0].cells, ("2024", "3,5 %", "-- 7 --"), strict=True):
+        cell.text = text
+    document.save(tmp_path / "in.docx")
+    out = docx.Document(translator.translate_file(tmp_path / "in.docx", tmp_path / "out.docx"))
+    assert [c.text for c in out.tables[0].rows[0].cells] == ["2024", "3,5 %", "-- 7 --"]
+    assert out.paragraphs[0].text != "Der Hund schläft."
+
+
 def test_a_file_is_written_in_its_own_format_and_not_over_on_failure(translator, tmp_path):
     source = tmp_path / "in.docx"
     source.write_bytes(b"PK\x03\x04 not really")

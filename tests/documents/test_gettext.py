@@ -123,6 +123,33 @@ def test_msgfmt_checks_the_translated_catalogue(translated, tmp_path):
     assert run.returncode == 0, run.stderr
 
 
+def test_a_percent_sign_or_brace_the_model_writes_is_escaped_in_a_format_string(tmp_path):
+    """A literal ``%`` in a python-format message is ``%%`` (msgfmt counts a lone one as a
+    format specification), a brace in a brace format doubled; placeholders stay as they are."""
+    from aiayn.data.markup import Sentences
+
+    text = (
+        'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        '#, python-format\nmsgid "Noch %s Minuten."\nmsgstr ""\n\n'
+        '#, python-brace-format\nmsgid "Noch {n} Minuten."\nmsgstr ""\n'
+    )
+    opened = documents.read(text.encode(), "de.po")
+    sentences = Sentences(opened.documents, lambda t: True)
+    assert sentences.texts == ["Noch Minuten.", "Noch Minuten."]
+    sentences.write([("Still 100% {of} minutes.", [(0, 0)])] * 2)
+    out = tmp_path / "en.po"
+    out.write_bytes(opened.save())
+    printf, brace = polib.pofile(str(out))
+    assert printf.msgstr == "Still %s 100%% {of} minutes."
+    assert brace.msgstr == "Still {n} 100% {{of}} minutes."
+    if shutil.which("msgfmt"):
+        run = subprocess.run(
+            ["msgfmt", "--check", "--use-fuzzy", "-o", str(tmp_path / "en.mo"), str(out)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+
+
 def test_a_catalogue_naming_a_file_is_not_that_file(tmp_path):
     secret = tmp_path / "secret.po"
     secret.write_text('msgid "geheim"\nmsgstr ""\n', encoding="utf-8")

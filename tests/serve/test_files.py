@@ -194,8 +194,9 @@ def test_a_document_translates_as_translate_does(client, ext):
 
 
 @pytest.mark.parametrize("label, name, data, message", CASES, ids=[c[0] for c in CASES])
-def test_a_hostile_upload_is_answered_4xx_with_a_message(client, caplog, label, name, data,
-                                                         message):  # fmt: skip
+def test_a_hostile_upload_is_answered_4xx_with_a_message(client, caplog, tmp_path, monkeypatch,
+                                                         label, name, data, message):  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # where a file written by a relative name would land
     before = set(store_of(client).iterdir())
     start = time.monotonic()
     response = post(client, name, data)
@@ -207,6 +208,7 @@ def test_a_hostile_upload_is_answered_4xx_with_a_message(client, caplog, label, 
         assert "inflates past 15000000 bytes" in error
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
     assert set(store_of(client).iterdir()) == before
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,8 @@ def format_for(name: str) -> Format | None:
 def read(data: bytes, name: str, limits: Limits | None = None) -> Opened:
     """The document in ``data`` (a file called ``name``), checked and opened by its format.
     A file that cannot be read is a ``DocumentError`` naming the problem, whatever the
-    library of its format raised."""
+    library of its format raised. Texts without a letter (numbers, dates) are left as they
+    are: they are not translated."""
     limits = limits or Limits()
     fmt = format_for(name)
     if fmt is None:
@@ -67,6 +68,8 @@ def read(data: bytes, name: str, limits: Limits | None = None) -> Opened:
         raise DocumentError(f"{name}: nested too deeply to read") from None
     except Exception as e:  # noqa: BLE001 - whatever the format's library raised on this file
         raise DocumentError(f"{name}: a damaged {fmt.extensions[0]} ({_described(e)})") from None
+    for document in opened.documents:  # a number, a date, a page number: kept as written
+        document.segments = [s for s in document.segments if _has_letters(s.text)]
     chars = sum(len(s.text) for d in opened.documents for s in d.segments)
     if chars > limits.max_chars:
         raise DocumentError(f"{name}: {chars} characters of text; at most {limits.max_chars}")
@@ -119,6 +122,12 @@ def save(
         raise DocumentError(f"{name}: nested too deeply to write back") from None
     except Exception as e:  # noqa: BLE001 - whatever the format's library raised writing it
         raise DocumentError(f"{name}: cannot be written back ({_described(e)})") from None
+
+
+def _has_letters(text: str) -> bool:
+    """Whether ``text`` has a letter of any script: one without (a number, "2024-11-27",
+    "-- 5 --") is no sentence, and a model would make words up for it."""
+    return any(c.isalpha() for c in text)
 
 
 def _described(error: Exception) -> str:

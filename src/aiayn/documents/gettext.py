@@ -18,7 +18,7 @@ import re
 from xml.etree import ElementTree
 
 from aiayn.data.markup import Document
-from aiayn.documents.base import DocumentError, Limits, tree_text
+from aiayn.documents.base import DocumentError, Limits
 from aiayn.documents.safety import check_size, decode_text
 
 PLACEHOLDER = re.compile(
@@ -26,6 +26,13 @@ PLACEHOLDER = re.compile(
     r"|\{[A-Za-z_0-9]*(?:[.\[][^{}\s]*)?(?:![rsa])?(?::[^{}]*)?\}"
 )
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
+# (format flag, literal, as written in that format)
+_ESCAPES = [
+    ("python-format", "%", "%%"),
+    ("c-format", "%", "%%"),
+    ("python-brace-format", "{", "{{"),
+    ("python-brace-format", "}", "}}"),
+]
 _PUNCT = re.compile(r"[,.;:!?)]")
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
 
@@ -52,20 +59,36 @@ def placeholder_tree(text: str) -> ElementTree.Element:
 
 
 class _Message:
-    """One text of a message (msgid or msgid_plural), its edges kept apart."""
+    """One text of a message (msgid or msgid_plural), its edges kept apart; ``flags``: the
+    entry's, whose format flags say how a literal ``%`` or brace of the model's words is
+    written (``%%``, ``{{``)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, flags: list[str]) -> None:
         self.lead, body, self.trail = _EDGES.match(text).groups()
         self.document = Document(placeholder_tree(body)) if body else None
         # placeholders the source writes against a punctuation mark ("%(name)s,")
         self._tight = {m.group() for m in PLACEHOLDER.finditer(body) if _PUNCT.match(body, m.end())}
+        self._escapes = [(old, new) for flag, old, new in _ESCAPES if flag in flags]
 
     def translation(self) -> str:
-        body = tree_text(self.document.root) if self.document is not None else ""
-        body = " ".join(body.split())
+        if self.document is None:
+            return self.lead + self.trail
+        root, parts = self.document.root, []
+        parts.append(self._escaped(root.text or ""))
+        for point in root:  # a placeholder, whole, then the words after it
+            parts.append(point.text or "")
+            parts.append(self._escaped(point.tail or ""))
+        body = " ".join("".join(parts).split())
         for placeholder in self._tight:  # the space the writer puts after a point, taken out
             body = re.sub(f"({re.escape(placeholder)}) (?=[,.;:!?)])", r"\1", body)
         return self.lead + body + self.trail
+
+    def _escaped(self, words: str) -> str:
+        """The model's words as the format writes them: a literal ``%`` is ``%%`` in a
+        printf or Python format string, a brace doubled in a brace format."""
+        for old, new in self._escapes:
+            words = words.replace(old, new)
+        return words
 
 
 class CatalogueDocument:
@@ -90,8 +113,9 @@ class CatalogueDocument:
             done = entry.msgstr or any(entry.msgstr_plural.values())
             if done and "fuzzy" not in entry.flags:
                 continue  # a person's translation
-            plural = _Message(entry.msgid_plural) if entry.msgid_plural else None
-            self._entries.append((entry, _Message(entry.msgid), plural))
+            flags = list(entry.flags)
+            plural = _Message(entry.msgid_plural, flags) if entry.msgid_plural else None
+            self._entries.append((entry, _Message(entry.msgid, flags), plural))
         self.documents = [
             m.document
             for _, one, plural in self._entries
