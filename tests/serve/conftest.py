@@ -1,6 +1,7 @@
 """Tiny random models of the three families saved as model directories, and a test client."""
 
 import gzip
+import http.client
 import threading
 import time
 from contextlib import contextmanager
@@ -68,6 +69,22 @@ def wait_ready(client, seconds: float = 30.0):
             return r
         time.sleep(0.02)
     raise AssertionError(f"server not ready: {r.status_code} {r.text}")
+
+
+def wait_process_ready(port: int, proc, seconds: float = 120.0) -> None:
+    """Wait until the ``aiayn serve`` process ``proc`` answers /health with 200 on ``port``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not become ready")
 
 
 def make_client(model_dirs, access=None, frontend=None, **limits):

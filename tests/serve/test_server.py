@@ -14,6 +14,7 @@ import pytest
 
 from aiayn.cli import main
 from tests.conftest import REPO_ROOT
+from tests.serve.conftest import wait_process_ready
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -51,21 +52,6 @@ def test_a_runs_model_directory_is_named_after_the_run(tmp_path, model_dirs):
     assert [s.name for s in specs] == ["moby", "lm"]
 
 
-def _wait_ready(port: int, proc, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the server did not become ready")
-
-
 def _completion_metrics(port: int) -> str:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", "/metrics")
@@ -98,7 +84,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        _wait_ready(port, proc)
+        wait_process_ready(port, proc)
         _a_client_that_goes_away_stops_its_generation(port)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         body = {"prompt": "the", "max_tokens": 3000, "temperature": 0, "stream": True}

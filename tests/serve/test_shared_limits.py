@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.serve.conftest import make_client, wait_ready
+from tests.serve.conftest import make_client, wait_process_ready, wait_ready
 
 pytest.importorskip("limits")
 pytest.importorskip("redis")
@@ -101,21 +101,6 @@ def _post(port: int, path: str, body: dict) -> int:
     return status
 
 
-def _ready(port: int, proc, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the server did not become ready")
-
-
 def test_two_serve_processes_on_one_redis_count_once(model_dirs, redis_url, tmp_path):
     """Two ``aiayn serve`` processes, keys on, limits in one redis-server: a client that
     alternates between them is limited at the shared count; no key, no translation."""
@@ -154,7 +139,7 @@ def test_two_serve_processes_on_one_redis_count_once(model_dirs, redis_url, tmp_
     ]
     try:
         for port, proc in zip(ports, procs, strict=True):
-            _ready(port, proc)
+            wait_process_ready(port, proc)
         body = {"q": "Ja.", "target": "en"}
         assert [_post(p, "/translate", body) for p in ports] == [400, 400]  # no key
         keyed = {**body, "api_key": key}
