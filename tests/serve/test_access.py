@@ -266,7 +266,7 @@ def test_an_origin_may_go_without_a_key_unless_under_attack(model_dirs, keys):
     origin = AccessConfig(
         api_keys=True,
         api_keys_db=db,
-        require_api_key_origin=r"https://translate\.example\.org$",
+        require_api_key_origin=r"https://translate\.example\.org",
         get_api_key_link="https://example.org/keys",
     )
     body = {"q": "Ja.", "target": "en"}
@@ -276,6 +276,8 @@ def test_an_origin_may_go_without_a_key_unless_under_attack(model_dirs, keys):
         assert c.post("/translate", json=body, headers=ours).status_code == 200
         r = c.post("/translate", json=body, headers={"Origin": "https://elsewhere.example"})
         assert r.status_code == 400
+        longer = {"Origin": "https://translate.example.org.attacker.example"}  # a prefix only
+        assert c.post("/translate", json=body, headers=longer).status_code == 400
         assert r.json() == {"error": "Visit https://example.org/keys to get an API key"}
         settings = c.get("/frontend/settings").json()
         assert settings["apiKeys"] is True and settings["keyRequired"] is True
@@ -303,8 +305,48 @@ def test_request_limits_per_client_address(model_dirs):
         wait_ready(c)
         codes = [c.post("/translate", json=body, headers=h).status_code for h in (a, a, b, b, a)]
         assert codes == [200, 200, 200, 200, 429]
+        # the proxy appends the address it saw: what the client wrote before it counts for
+        # nothing, so a client cannot take a new address a request
+        spoofed = {"X-Forwarded-For": "192.0.2.9, 10.0.0.1"}
+        assert c.post("/translate", json=body, headers=spoofed).status_code == 429
         r = c.post("/v1/translate", json={"text": "Ja."}, headers=b)
         assert r.status_code == 429 and r.json()["error"]["code"] == 429
+
+
+def test_a_batch_larger_than_a_whole_window_is_refused_not_delayed(model_dirs):
+    """A request of more texts than a limit allows in a window could never pass: 400 naming
+    the limit, not a 429 with a Retry-After that a client would obey forever."""
+    from aiayn.serve.access import AccessConfig
+
+    with make_client({"t": model_dirs["translator"]}, access=AccessConfig(req_limit=3)) as c:
+        wait_ready(c)
+        r = c.post("/translate", json={"q": ["Ja."] * 4, "source": "de", "target": "en"})
+        assert r.status_code == 400
+        assert r.json() == {"error": "Invalid request: 4 texts in one request; the limit is "
+                            "3 per 1 minute"}  # fmt: skip
+        r = c.post("/v1/translate", json={"text": ["Ja."] * 4})
+        assert r.status_code == 400 and "the limit is 3 per 1 minute" in r.text
+        r = c.post("/translate", json={"q": ["Ja."] * 3, "source": "de", "target": "en"})
+        assert r.status_code == 200
+
+
+def test_a_key_given_on_standard_input(tmp_path, monkeypatch, capsys):
+    import io
+
+    from aiayn.serve.keys import KeyStore
+
+    db = tmp_path / "k.db"
+    monkeypatch.setattr("sys.stdin", io.StringIO("a-key-from-a-secret-store\n"))
+    assert main(["keys", "--api-keys-db", str(db), "add", "--key", "-"]) == 0
+    assert capsys.readouterr().out.strip() == "a-key-from-a-secret-store"
+    store = KeyStore(db)
+    try:
+        assert store.lookup("a-key-from-a-secret-store") is not None
+    finally:
+        store.close()
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["keys", "--api-keys-db", str(db), "add", "--key", "-"]) == 2
+    assert "standard input held no key" in capsys.readouterr().err
 
 
 def test_hourly_and_daily_limits_count_too(model_dirs):

@@ -27,7 +27,9 @@ def add_keys(sub) -> None:
         "add", help="add a key (a new random one, or --key's); prints the key, shown only now"
     )
     add.add_argument(
-        "--key", help="the key to store (for scripted set-ups; default: a new random key)"
+        "--key",
+        help="the key to store (for scripted set-ups; '-' reads it from standard input, out of "
+        "the shell's history and the process list; default: a new random key)",
     )
     add.add_argument(
         "--req-limit",
@@ -52,9 +54,14 @@ def cmd_keys(args: argparse.Namespace) -> None:
     store = KeyStore(args.db, create=args.action == "add")
     try:
         if args.action == "add":
+            given = args.key
+            if given == "-":
+                given = sys.stdin.readline().strip()
+                if not given:
+                    raise UserError("--key -: standard input held no key")
             try:
                 key, record = store.add(
-                    args.key, name=args.name, req_limit=args.req_limit, char_limit=args.char_limit
+                    given, name=args.name, req_limit=args.req_limit, char_limit=args.char_limit
                 )
             except ValueError as e:
                 raise UserError(f"--key: {e}") from None

@@ -99,7 +99,8 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--trust-forwarded-for",
         action="store_true",
-        help="the client address is X-Forwarded-For's first (only behind a proxy that sets it)",
+        help="the client address is X-Forwarded-For's last, the one the proxy in front of "
+        "this server added (only behind such a proxy)",
     )
     g.add_argument("--metrics", action="store_true", help="serve Prometheus metrics at /metrics")
     g.add_argument(

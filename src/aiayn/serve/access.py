@@ -61,7 +61,7 @@ class AccessConfig:
     hourly_req_limit: int = 0
     daily_req_limit: int = 0
     shared_storage: str = "memory://"  # where the limits count: memory://, redis://HOST:PORT
-    trust_forwarded_for: bool = False  # the client address is X-Forwarded-For's first
+    trust_forwarded_for: bool = False  # the client address is X-Forwarded-For's last
     metrics: bool = False  # serve /metrics
     metrics_auth_token: str = ""  # /metrics needs Authorization: Bearer TOKEN
 
@@ -133,11 +133,11 @@ class Gate:
             )
 
     def address(self, request: Request) -> str:
-        if self.access.trust_forwarded_for:
-            forwarded = request.headers.get("x-forwarded-for", "")
-            first = forwarded.split(",")[0].strip()
-            if first:
-                return first
+        if self.access.trust_forwarded_for:  # the address the proxy in front of us added:
+            forwarded = ",".join(request.headers.getlist("x-forwarded-for"))  # the last one
+            last = forwarded.rsplit(",", 1)[-1].strip()  # (earlier ones the client may write)
+            if last:
+                return last
         return request.client.host if request.client else "unknown"
 
     async def admit(self, request: Request, bearer: str | None) -> Caller:
@@ -167,7 +167,7 @@ class Gate:
     def _needs_key(self, request: Request) -> bool:
         if self.access.under_attack or self._origin is None:
             return True
-        return self._origin.match(request.headers.get("origin", "")) is None
+        return self._origin.fullmatch(request.headers.get("origin", "")) is None
 
     def _missing_key(self, lt: bool) -> str:
         link = self.access.get_api_key_link
@@ -202,6 +202,10 @@ class Gate:
         items = self.limits_of(key)
         if not items:
             return
+        for item in items:  # a batch no window could ever take: 400, not a 429 forever
+            if cost > item.amount:
+                message = f"{cost} texts in one request; the limit is {item}"
+                raise ServeError(400, f"Invalid request: {message}" if lt else message, "q")
         if self.remote:
             refused = await run_in_threadpool(self._hit, items, identity, cost)
         else:
