@@ -9,6 +9,11 @@ a hypothesis only when it ranks among the top K candidates of its sentence (as i
 A sentence is done when it has ``nbest`` finished hypotheses and no live one can still beat
 them: a live log-probability only falls, so its best reachable score is
 logP / lp(max_len) (for alpha >= 0). At max_len the live hypotheses are finished as they are.
+
+The search is split by concern: ``_Finished`` keeps the finished hypotheses, ``_Beams`` the
+live ones' tokens on the host, a selection function picks each step's survivors (``TopK``
+here; ``aiayn.infer.constrained`` shares the beam out by constraints met) and ``run_search``
+is the loop that drives them, shared by both searches.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ StepFn = Callable[[Tensor], Tensor]  # last tokens (B*K, 1) -> log-probs (B*K, V
 ReorderFn = Callable[[Tensor], None]  # flat beam indices (B*K,) -> None
 
 
-def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
+def length_penalty(length, alpha: float):
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14); of an int, a tensor or an
+    array alike."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -37,11 +43,14 @@ class Hypothesis:
     tokens: list[int]  # generated ids, ending with eos unless cut at max_len
     score: float  # log P / lp
     log_prob: float
+    unmet: tuple[int, ...] = ()  # the constraints (their indices) it does not hold
 
 
-def _finalize(hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha: float) -> None:
+def _finalize(
+    hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha: float, unmet=()
+) -> None:
     score = log_prob / length_penalty(len(tokens), alpha)
-    hyps.append(Hypothesis(tokens, score, log_prob))
+    hyps.append(Hypothesis(tokens, score, log_prob, tuple(unmet)))
 
 
 class _Finished:
@@ -54,16 +63,124 @@ class _Finished:
         self.nth_best = np.full(b, float("-inf"))  # (B,) float64
         self.count = np.zeros(b, dtype=np.int64)  # (B,)
 
-    def add(self, i: int, tokens: list[int], log_prob: float) -> None:
-        """Sentence ``i`` finishes a hypothesis of new ``tokens`` (after its prefix, if any)."""
+    def add(self, i: int, tokens: list[int], log_prob: float, unmet=()) -> None:
+        """Sentence ``i`` finishes a hypothesis of new ``tokens`` (after its prefix, if any)
+        that leaves the constraints ``unmet`` unmet (only ever at the length limit)."""
         hyps = self.hyps[i]
-        _finalize(hyps, self.heads[i] + tokens if self.heads else tokens, log_prob, self.alpha)
+        toks = self.heads[i] + tokens if self.heads else tokens
+        _finalize(hyps, toks, log_prob, self.alpha, unmet)
         self.count[i] += 1
         if len(hyps) >= self.nbest:
             self.nth_best[i] = sorted(h.score for h in hyps)[-self.nbest]
 
     def best(self) -> list[list[Hypothesis]]:
-        return [sorted(h, key=lambda x: -x.score)[: self.nbest] for h in self.hyps]
+        """Each sentence's n-best, those that meet every constraint first, by score."""
+        return [sorted(h, key=lambda x: (len(x.unmet), -x.score))[: self.nbest] for h in self.hyps]
+
+
+class _Beams:
+    """The live hypotheses on the host: each row's sentence and (new-token) length limit, the
+    tokens each hypothesis generated, and the tokens the next step reads."""
+
+    def __init__(self, limits: list[int], k: int, bos_id: int):
+        b = len(limits)
+        self.ids, self.spans = np.arange(b), np.array(limits, dtype=np.int64)  # (N,), (N,)
+        self.tokens = np.zeros((b, k, 0), dtype=np.int64)  # (N, K, L)
+        self.read = np.full((b, k), bos_id, dtype=np.int64)  # (N, K) what the step reads
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def grow(self, parent_at: np.ndarray, token_at: np.ndarray) -> None:
+        """Each new hypothesis (N, K) is its parent beam's tokens plus one token."""
+        rows = np.arange(len(self.ids))[:, None]
+        self.tokens = np.concatenate([self.tokens[rows, parent_at], token_at[..., None]], 2)
+        self.read = token_at
+
+    def keep(self, rows: np.ndarray) -> None:
+        self.ids, self.spans = self.ids[rows], self.spans[rows]
+        self.tokens, self.read = self.tokens[rows], self.read[rows]
+
+
+@dataclass
+class Picks:
+    """One step's survivors: the K live hypotheses of each of N sentences, on the device (what
+    the next step and the reorder read) and on the host (what the bookkeeping reads)."""
+
+    log_probs: Tensor  # (N, K) live log-probabilities (-inf: no hypothesis)
+    parents: Tensor  # (N, K) flat rows (sentence * K + beam) of their parents
+    last: Tensor  # (N, K) their last tokens
+    live: np.ndarray  # (N, K) float64 = log_probs
+    parent_at: np.ndarray  # (N, K) each one's parent beam in its sentence
+    token_at: np.ndarray  # (N, K) = last
+    ends: list[tuple[int, int, float, tuple[int, ...]]]  # (row, parent beam, log P, unmet): eos
+    reachable: np.ndarray | None  # (N,) the best score a live one can still reach (alpha >= 0)
+
+
+@dataclass(frozen=True)
+class SearchShape:
+    """What a selection needs to know of the search: beam, penalty and stopping rule."""
+
+    k: int
+    alpha: float
+    early_stop: bool
+    p: int  # prefix length
+    eos_id: int
+    device: torch.device | str
+
+    def horizon(self, limit, length: int):
+        """The length a live hypothesis is judged at: its limit (the exact bound) or, with
+        ``early_stop``, its length if it finished now."""
+        if self.early_stop:
+            return limit * 0 + length + 1
+        return limit
+
+
+class TopK:
+    """The plain search's selection: the best K candidates that are not eos live on; eos among
+    the best K candidates finishes a hypothesis. All on the device but one table read back."""
+
+    def __init__(self, shape: SearchShape, b: int):
+        self.shape = shape
+        self.first_row = torch.arange(b, device=shape.device)[:, None] * shape.k  # (B, 1)
+
+    def __call__(self, logp: Tensor, log_probs: Tensor, limit: Tensor, length: int) -> Picks:
+        s = self.shape
+        k, n, v = s.k, log_probs.size(0), logp.size(-1)
+        cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
+        top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
+        is_eos = top_index % v == s.eos_id  # (N, 2K)
+        # the best K candidates that are not eos live on
+        live_scores = top_scores.masked_fill(is_eos, float("-inf"))
+        log_probs, pick = live_scores.topk(k, dim=1)  # (N, K)
+        chosen = top_index.gather(1, pick)  # (N, K) into (K, V)
+        parents, last = self.first_row[:n] + chosen // v, chosen % v  # (N, K) flat rows, tokens
+        columns = [log_probs.double(), top_scores[:, :k], top_index[:, :k], chosen]
+        if s.alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
+            best_live = log_probs.max(1).values.double()  # (N,)
+            horizon = s.horizon(limit, length)
+            reachable = best_live / length_penalty(horizon.double() + s.p, s.alpha)  # (N,)
+            columns.append(reachable[:, None])
+        host = to_host(torch.cat(columns, 1))  # (N, 4K [+ 1]) float64: the one transfer
+        top_host = host[:, k : 2 * k]  # (N, K) scores
+        top_at = host[:, 2 * k : 3 * k].astype(np.int64)  # (N, K) into (K, V)
+        chosen_at = host[:, 3 * k : 4 * k].astype(np.int64)  # (N, K)
+        # eos among the top K candidates finishes a hypothesis
+        eos_rank = (top_at % v == s.eos_id) & np.isfinite(top_host)  # (N, K)
+        ends = [
+            (row, top_at[row, j] // v, float(top_host[row, j]), ())
+            for row, j in zip(*np.nonzero(eos_rank), strict=True)
+        ]
+        return Picks(
+            log_probs, parents, last, host[:, :k], chosen_at // v, chosen_at % v, ends,
+            host[:, 4 * k] if s.alpha >= 0 else None,
+        )  # fmt: skip
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Only the sentences ``rows`` search on (nothing to follow: no state per row)."""
+
+    def unmet(self, row: int, j: int) -> tuple[int, ...]:
+        return ()
 
 
 @decoding
@@ -106,8 +223,31 @@ def beam_search(
     tokens are kept; ``on_tokens``, if given, is shown the tokens each step is about to read
     (N*K,) from there, e.g. for a decoder state to skip checking them for padding.
     """
-    b, k = batch_size, beam
-    p = len(prefix[0]) if prefix else 0
+    shape = SearchShape(beam, alpha, early_stop, len(prefix[0]) if prefix else 0, eos_id, device)
+    return run_search(
+        step, reorder, TopK(shape, batch_size), shape, batch_size, max_len, nbest, bos_id,
+        prefix, prefix_log_prob, on_tokens,
+    )  # fmt: skip
+
+
+def run_search(
+    step: StepFn,
+    reorder: ReorderFn,
+    select,
+    shape: SearchShape,
+    b: int,
+    max_len: Tensor,
+    nbest: int,
+    bos_id: int,
+    prefix: list[list[int]] | None,
+    prefix_log_prob: Tensor | None,
+    on_tokens: Callable[[np.ndarray], None] | None,
+) -> list[list[Hypothesis]]:
+    """The beam search loop (``beam_search``'s arguments) over a selection ``select``: called
+    with a step's log-probs (N*K, V), the live log-probs (N, K), the limits (N,) and the
+    length, it returns the ``Picks``; ``select.keep(rows)`` follows the sentences that search
+    on, ``select.unmet(row, beam)`` names the constraints a live hypothesis does not hold."""
+    k, p, device = shape.k, shape.p, shape.device
     if nbest > k:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({k})")
     limit = torch.as_tensor(max_len, device=device).expand(b).clone()  # (N,)
@@ -117,58 +257,36 @@ def beam_search(
     if prefix_log_prob is not None:
         log_probs[:, 0] = prefix_log_prob.to(log_probs.dtype)
     last = torch.full((b, k), bos_id, dtype=torch.long, device=device)  # (N, K) tokens read
-    first_row = torch.arange(b, device=device)[:, None] * k  # (B, 1) flat row of each beam 0
-    # on the host: each row's sentence and length limit, the live hypotheses' tokens
-    ids, spans = np.arange(b), np.array(limit.tolist(), dtype=np.int64)  # (N,), (N,)
-    tokens = np.zeros((b, k, 0), dtype=np.int64)  # (N, K, L)
-    read = np.full((b, k), bos_id, dtype=np.int64)  # (N, K) = ``last``
-    finished = _Finished(b, nbest, alpha, prefix if p else None)
+    beams = _Beams(limit.tolist(), k, bos_id)  # on the host
+    finished = _Finished(b, nbest, shape.alpha, prefix if p else None)
     length = 0
-    while len(ids):
+    while len(beams):
         length += 1
-        n = len(ids)
+        n = len(beams)
         if on_tokens is not None:
-            on_tokens(read.reshape(-1))
+            on_tokens(beams.read.reshape(-1))
         logp = step(last.view(n * k, 1))  # (N*K, V)
-        v = logp.size(-1)
-        cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
-        top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
-        is_eos = top_index % v == eos_id  # (N, 2K)
-        # the best K candidates that are not eos live on
-        live_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        log_probs, pick = live_scores.topk(k, dim=1)  # (N, K)
-        chosen = top_index.gather(1, pick)  # (N, K) into (K, V)
-        parents, last = first_row[:n] + chosen // v, chosen % v  # (N, K) flat rows, tokens
-        columns = [log_probs.double(), top_scores[:, :k], top_index[:, :k], chosen]
-        if alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
-            best_live = log_probs.max(1).values.double()  # (N,)
-            horizon = torch.full_like(limit, length + 1) if early_stop else limit
-            reachable = best_live / length_penalty(horizon.double() + p, alpha)  # (N,)
-            columns.append(reachable[:, None])
-        host = _to_host(torch.cat(columns, 1))  # (N, 4K [+ 1]) float64: the one transfer
-        live_host, top_host = host[:, :k], host[:, k : 2 * k]  # (N, K) scores
-        top_at = host[:, 2 * k : 3 * k].astype(np.int64)  # (N, K) into (K, V)
-        chosen_at = host[:, 3 * k : 4 * k].astype(np.int64)  # (N, K)
-
-        # eos among the top K candidates finishes a hypothesis
-        eos_rank = (top_at % v == eos_id) & np.isfinite(top_host)  # (N, K)
-        for row, j in zip(*np.nonzero(eos_rank), strict=True):
-            toks = tokens[row, top_at[row, j] // v].tolist()
-            finished.add(ids[row], toks + [eos_id], float(top_host[row, j]))
-        read = chosen_at % v  # (N, K)
-        tokens = np.concatenate([tokens[np.arange(n)[:, None], chosen_at // v], read[..., None]], 2)
+        picks = select(logp, log_probs, limit, length)
+        for row, j, log_prob, unmet in picks.ends:  # eos candidates that finish
+            toks = beams.tokens[row, j].tolist()
+            finished.add(beams.ids[row], toks + [shape.eos_id], log_prob, unmet)
+        beams.grow(picks.parent_at, picks.token_at)
+        parents, last, log_probs = picks.parents, picks.last, picks.log_probs
 
         # sentences at their length limit finish their live hypotheses as they are
-        at_limit = length >= spans  # (N,)
+        at_limit = length >= beams.spans  # (N,)
         for row in np.flatnonzero(at_limit):
-            for j in np.flatnonzero(np.isfinite(live_host[row])):
-                finished.add(ids[row], tokens[row, j].tolist(), float(live_host[row, j]))
+            for j in np.flatnonzero(np.isfinite(picks.live[row])):
+                finished.add(
+                    beams.ids[row], beams.tokens[row, j].tolist(), float(picks.live[row, j]),
+                    select.unmet(row, j),
+                )  # fmt: skip
 
         # a sentence is done when no live hypothesis can beat its n-th best finished one
-        if alpha >= 0:
-            done = at_limit | (host[:, 4 * k] <= finished.nth_best[ids])
+        if picks.reachable is not None:
+            done = at_limit | (picks.reachable <= finished.nth_best[beams.ids])
         else:  # the bound needs alpha >= 0; without it, stop at K finished
-            done = at_limit | (finished.count[ids] >= k)
+            done = at_limit | (finished.count[beams.ids] >= k)
         if done.all():
             break
         if done.any():  # finished sentences leave the batch
@@ -177,39 +295,43 @@ def beam_search(
             parents, last, log_probs, limit = (
                 x.index_select(0, index) for x in (parents, last, log_probs, limit)
             )
-            ids, spans, tokens, read = ids[keep], spans[keep], tokens[keep], read[keep]
+            beams.keep(keep)
+            select.keep(keep)
         reorder(parents.view(-1))  # follow the surviving beams
     return finished.best()
 
 
-def _to_host(packed: Tensor) -> np.ndarray:
+def to_host(packed: Tensor) -> np.ndarray:
     """A step's table (N, C) on the host: beam search's one transfer (a host sync) per step."""
     return packed.cpu().numpy()
 
 
-@decoding
-def beam_decode(
-    model,
-    src: Tensor,
-    beam: int = 4,
-    alpha: float = 0.6,
-    max_len_offset: int = 50,
-    nbest: int = 1,
-    early_stop: bool = False,
-    prefix: Tensor | None = None,
-) -> list[list[Hypothesis]]:
-    """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence.
+@dataclass
+class DecoderSearch:
+    """An encoder-decoder wired for a beam search: its step and reorder functions, each
+    sentence's length limit, and the prefix the hypotheses begin with (if any)."""
 
-    The encoder runs once; the beams of a sentence share its memory, mask and cross-
-    attention keys and values (computed once per sentence, never copied per beam); the
-    decoder's self-attention KV cache follows the beams. ``prefix`` (B, P) of real target
-    tokens begins every hypothesis: bos + prefix is read in one teacher-forced pass (per
-    beam, filling the cache), and the search starts from its end.
-    """
+    step: StepFn
+    reorder: ReorderFn
+    max_len: Tensor  # (B,)
+    prefix: list[list[int]] | None
+    prefix_log_prob: Tensor | None
+    on_tokens: Callable[[np.ndarray], None]
+
+
+def decoder_search(
+    model, src: Tensor, beam: int, max_len_offset: int, prefix: Tensor | None
+) -> DecoderSearch:
+    """Encode sources (B, S) once and wire the decoder for ``beam`` beams a sentence: the
+    beams share their sentence's memory, mask and cross-attention keys and values (computed
+    once per sentence, never copied per beam); the decoder's self-attention KV cache follows
+    the beams. ``prefix`` (B, P) of real target tokens begins every hypothesis: bos + prefix
+    is read in one teacher-forced pass (per beam, filling the cache), and the search starts
+    from its end."""
     from aiayn.infer.greedy import prefix_log_prob
 
     model.eval()
-    config, b = model.config, src.size(0)
+    config = model.config
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     state = model.new_state(src_mask, beams=beam)
     max_len = config.clamp_length((src != config.pad_id).sum(1) + max_len_offset)  # (B,)
@@ -230,10 +352,29 @@ def beam_decode(
         state.reorder(index, same_sources=True)
 
     prefixes = prefix.tolist() if "log_prob" in primed else None
+    return DecoderSearch(
+        step, reorder, max_len, prefixes, primed.get("log_prob"), _vouch(state, config.pad_id)
+    )
+
+
+@decoding
+def beam_decode(
+    model,
+    src: Tensor,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_len_offset: int = 50,
+    nbest: int = 1,
+    early_stop: bool = False,
+    prefix: Tensor | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence
+    (``decoder_search``: how the model is read)."""
+    config = model.config
+    d = decoder_search(model, src, beam, max_len_offset, prefix)
     return beam_search(
-        step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop,
-        config.bos_id, config.eos_id, prefixes, primed.get("log_prob"),
-        on_tokens=_vouch(state, config.pad_id),
+        d.step, d.reorder, src.size(0), beam, d.max_len, alpha, nbest, src.device, early_stop,
+        config.bos_id, config.eos_id, d.prefix, d.prefix_log_prob, on_tokens=d.on_tokens,
     )  # fmt: skip
 
 
