@@ -144,7 +144,9 @@ class TopK:
         self.shape = shape
         self.first_row = torch.arange(b, device=shape.device)[:, None] * shape.k  # (B, 1)
 
-    def __call__(self, logp: Tensor, log_probs: Tensor, limit: Tensor, length: int) -> Picks:
+    def __call__(
+        self, logp: Tensor, log_probs: Tensor, limit: Tensor, spans: np.ndarray, length: int
+    ) -> Picks:
         s = self.shape
         k, n, v = s.k, log_probs.size(0), logp.size(-1)
         cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
@@ -244,8 +246,8 @@ def run_search(
     on_tokens: Callable[[np.ndarray], None] | None,
 ) -> list[list[Hypothesis]]:
     """The beam search loop (``beam_search``'s arguments) over a selection ``select``: called
-    with a step's log-probs (N*K, V), the live log-probs (N, K), the limits (N,) and the
-    length, it returns the ``Picks``; ``select.keep(rows)`` follows the sentences that search
+    with a step's log-probs (N*K, V), the live log-probs (N, K), the limits (N,) on the device
+    and on the host, and the length, it returns the ``Picks``; ``select.keep(rows)`` follows the sentences that search
     on, ``select.unmet(row, beam)`` names the constraints a live hypothesis does not hold."""
     k, p, device = shape.k, shape.p, shape.device
     if nbest > k:
@@ -266,7 +268,7 @@ def run_search(
         if on_tokens is not None:
             on_tokens(beams.read.reshape(-1))
         logp = step(last.view(n * k, 1))  # (N*K, V)
-        picks = select(logp, log_probs, limit, length)
+        picks = select(logp, log_probs, limit, beams.spans, length)
         for row, j, log_prob, unmet in picks.ends:  # eos candidates that finish
             toks = beams.tokens[row, j].tolist()
             finished.add(beams.ids[row], toks + [shape.eos_id], log_prob, unmet)
