@@ -15,7 +15,7 @@ from aiayn.errors import UserError
 from aiayn.infer.classify import check_classifier
 from aiayn.modeldir import ModelDir
 
-ENGINES = ("torch", "ctranslate2")
+ENGINES = ("torch", "ctranslate2", "auto")
 
 # what each kind of model directory is good for, by command
 FITS = {
@@ -78,7 +78,9 @@ def load(
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
     ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
     ``path`` cannot be written, ``$XDG_CACHE_HOME/aiayn/ctranslate2``; ``quantize`` "int8":
-    CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``. Bad
+    CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``;
+    ``engine`` "auto" is "ctranslate2" where it is installed and the model translates, else
+    "torch", and decodes what CTranslate2 cannot (constraints) with the torch model. Bad
     directories are ``UserError``s naming the file.
     """
     if not isinstance(path, str | Path | ModelDir):  # several translators: an ensemble
@@ -89,11 +91,13 @@ def load(
                 raise UserError(
                     f"{member.path}: an ensemble is of translators (encoder-decoder models)"
                 )
-        if engine != "torch":
+        if engine not in ("torch", "auto"):
             raise UserError("an ensemble decodes with the torch engine (engine 'torch')")
         return Translator.ensemble(members, quantize=quantize, device=device, dtype=dtype)
     directory = ModelDir.open(path)
     check_engine(engine, directory.config, directory.path)
+    if engine == "auto" and directory.config.family != "encoder-decoder":
+        engine = "torch"
     if engine != "torch":
         return Translator.from_dir(
             directory,
@@ -112,7 +116,7 @@ def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
     """``engine`` is one of ``ENGINES``, and one the model's family decodes with."""
     if engine not in ENGINES:
         raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    if engine != "torch" and config.family != "encoder-decoder":
+    if engine not in ("torch", "auto") and config.family != "encoder-decoder":
         raise UserError(
             f"{path} holds a model of the {kind(config)} family; the {engine} engine translates "
             "with encoder-decoder models only (use engine 'torch')"

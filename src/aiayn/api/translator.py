@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from aiayn.api.base import LoadedModel
 from aiayn.api.device import placement
 from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
+from aiayn.api.terms import GlossaryLike, constraint_ids, glossary_terms, text_constraints
 from aiayn.data.batching import pad
 from aiayn.errors import OptionError, UserError
 from aiayn.infer import translate as decoding
@@ -36,14 +38,17 @@ class Translator(LoadedModel):
 
     ``engine`` names what ``translate`` decodes with: "torch" (the model) or "ctranslate2"
     (``decoder`` is then an ``aiayn.interop.ctranslate2.CTranslate2Engine``); ``score`` and
-    ``attention`` always run the torch model.
+    ``attention`` always run the torch model. ``fallback``: requests the engine cannot
+    decode (constraints: glossary terms, kept spans) decode with the torch model instead of
+    failing (``engine="auto"``).
     """
 
     family = "encoder-decoder"
 
-    def __init__(self, model, tokenizer, path=None, run=None, *, decoder=None):
+    def __init__(self, model, tokenizer, path=None, run=None, *, decoder=None, fallback=False):
         super().__init__(model, tokenizer, path, run)
         self.decoder = self.model if decoder is None else decoder
+        self.fallback = fallback
 
     @classmethod
     def from_dir(
@@ -59,7 +64,12 @@ class Translator(LoadedModel):
         """Load a model directory; ``engine`` "ctranslate2" also converts it for CTranslate2
         (once; cached in ``cache_dir``, by default as ``aiayn.load`` says), which then
         translates on ``device``'s kind with as many threads as torch has
-        (``torch.get_num_threads``), in float32 (int8 with ``quantize``)."""
+        (``torch.get_num_threads``), in float32 (int8 with ``quantize``). ``engine`` "auto"
+        is "ctranslate2" where CTranslate2 is installed, else "torch", and decodes what
+        CTranslate2 cannot (constraints) with the torch model."""
+        auto = engine == "auto"
+        if auto:
+            engine = "ctranslate2" if importlib.util.find_spec("ctranslate2") else "torch"
         if engine == "torch":
             return super().from_dir(path, quantize=quantize, device=device, dtype=dtype)
         from aiayn.interop.ctranslate2 import CTranslate2Engine
@@ -74,7 +84,7 @@ class Translator(LoadedModel):
             cache_dir=cache_dir,
         )
         translator = super().from_dir(directory, quantize=quantize, device=where.device)
-        translator.decoder = decoder
+        translator.decoder, translator.fallback = decoder, auto
         return translator
 
     @classmethod
@@ -134,6 +144,9 @@ class Translator(LoadedModel):
         scores: bool = True,
         prefix: Sequence[str] | None = None,
         alignment: bool = False,
+        glossary: GlossaryLike | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        keep: Sequence[str] | None = None,
     ) -> list[Translation]:
         """The n-best translations of ``texts``, in input order.
 
@@ -158,6 +171,18 @@ class Translator(LoadedModel):
         CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply;
         a seed is below 2**32). A temperature below 2**-100 is greedy, one above 2**100 is
         2**100 (``aiayn.api.options.decoded_sampling``), in both engines.
+
+        Terms each translation must hold, placed by lexically constrained beam search
+        (``aiayn.infer.constrained``; docs/decoding.md): ``glossary`` (a JSON or TSV file, a
+        ``Glossary``, ``{"de_en": {"Schraube": "bolt"}}`` or ``{"Schraube": "bolt"}``): the
+        target of each of its source terms found in a text (ignoring case, on word
+        boundaries, the longest first); ``constraints`` (one list of target strings per
+        text); ``keep`` (regular expressions, e.g. ``aiayn.PLACEHOLDERS``): the spans of a
+        text they match, kept verbatim. A text with any decodes with constrained beam search
+        (``beam`` at least 4, greedy and sampling requests too); the others as without.
+        ``Hypothesis.unmet`` names what a translation lacks (only if its length limit came
+        first). The ctranslate2 engine has no constraints: such a request is an error, or,
+        loaded with ``engine="auto"``, decodes with the torch model.
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         sampling = decoded_sampling(sampling)
@@ -169,9 +194,13 @@ class Translator(LoadedModel):
                 "('' for none)",
                 "prefix",
             )
+        wanted = text_constraints(
+            texts, glossary_terms(glossary, self.languages), constraints, keep
+        )
+        held = None if wanted is None else [constraint_ids(self.tokenizer, w) for w in wanted]
         out, truncated = decoding.translate_texts(
-            self.decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index, scores, prefixes,
+            self._decoder_for(held), self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
+            early_stop, max_tokens, sampling, first_index, scores, prefixes, held,
         )  # fmt: skip
         cut = set(truncated)
         pairs: list = [None] * len(out)
@@ -190,7 +219,13 @@ class Translator(LoadedModel):
         return [
             Translation(
                 tuple(
-                    Hypothesis(text, tuple(h.tokens), float(h.score), float(h.log_prob))
+                    Hypothesis(
+                        text,
+                        tuple(h.tokens),
+                        float(h.score),
+                        float(h.log_prob),
+                        tuple(wanted[i][c].text for c in h.unmet) if wanted else (),
+                    )  # fmt: skip
                     for text, h in n_best
                 ),
                 truncated=i in cut,
@@ -198,6 +233,21 @@ class Translator(LoadedModel):
             )
             for i, n_best in enumerate(out)
         ]
+
+    def _decoder_for(self, held: list[list[list[int]]] | None):
+        """What decodes a request with constraints ``held``: the engine, or the torch model
+        where the engine cannot hold them and ``fallback`` allows."""
+        if held is None or self.decoder is self.model:
+            return self.decoder
+        if self.fallback:
+            return self.model
+        raise OptionError(
+            "CTranslate2 has no constrained search, and this request has terms to hold "
+            "(glossary, constraints, keep): decode it with engine 'torch', or load the model "
+            "with engine 'auto' (the torch model then decodes such requests)",
+            "engine",
+            "glossary",
+        )
 
     def translate_html(
         self,

@@ -128,7 +128,8 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
         choices=ENGINES,
         default="torch",
         help="what decodes: aiayn's PyTorch model, or CTranslate2 (converted once and cached; "
-        "pip install 'aiayn[ctranslate2]')",
+        "pip install 'aiayn[ctranslate2]'), or auto: CTranslate2 where installed, with the "
+        "PyTorch model for what it cannot decode (glossary terms, kept spans)",
     )
     p.add_argument(
         "--cache-dir",
@@ -146,7 +147,7 @@ def load_translator(command: str, args: argparse.Namespace):
 
     dirs = args.model_dir if isinstance(args.model_dir, list) else [args.model_dir]
     if len(dirs) > 1:
-        if args.engine != "torch":
+        if args.engine not in ("torch", "auto"):
             raise UserError(
                 f"--engine {args.engine} decodes one model; an ensemble decodes with --engine torch"
             )
