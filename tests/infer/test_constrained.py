@@ -201,3 +201,65 @@ def test_constrained_decode_over_a_model(_trained_copy_model):  # noqa: F811
     got = constrained_decode(trained_copy_model, src, [[[13, 14]], []], beam=4)
     assert holds(got[0][0].tokens, [13, 14]) and got[0][0].unmet == ()
     assert got[1][0].tokens == plain[1][0].tokens  # its batch neighbour unconstrained
+
+
+@pytest.fixture(scope="module")
+def ding():
+    """The shipped model and the first test sentences of its corpus, as source ids."""
+    import aiayn
+    from aiayn.data.files import load_split
+    from tests.conftest import REPO_ROOT
+
+    path = REPO_ROOT / "models" / "ding-de-en"
+    if not (path / "model.safetensors").is_file():
+        pytest.skip("models/ding-de-en is not here")
+    tr = aiayn.load(path)
+    sources = [de for de, _ in load_split(REPO_ROOT / "data" / "ding-de-en", "test")]
+    return tr, sources
+
+
+def _batches(tr, texts, size):
+    from aiayn.data.batching import pad
+    from aiayn.infer.translate import source_ids
+
+    ids, _ = source_ids(tr.model, tr.tokenizer, texts)
+    for i in range(0, len(ids), size):
+        yield pad(ids[i : i + size], tr.config.pad_id)
+
+
+def _banks_without_constraints(model, src, beam):
+    """The constrained search's own selection (``Banks``) with no constraint anywhere."""
+    from aiayn.infer.beam import SearchShape, decoder_search, run_search
+    from aiayn.infer.constrained import Banks
+
+    d = decoder_search(model, src, beam, 50, None)
+    shape = SearchShape(beam, 0.6, False, 0, model.config.eos_id, src.device)
+    banks = Banks(shape, [Constraints([]) for _ in range(src.size(0))])
+    return run_search(d.step, d.reorder, banks, shape, src.size(0), d.max_len, 1, BOS, None,
+                      None, d.on_tokens)  # fmt: skip
+
+
+def test_the_shipped_model_decodes_alike_without_constraints(ding):
+    tr, sources = ding
+    with torch.inference_mode():
+        for src in _batches(tr, sources[:24], 12):
+            plain = beam_decode(tr.model, src, beam=4)
+            same(constrained_decode(tr.model, src, [[] for _ in range(len(src))], beam=4), plain)
+            # the banks' selection itself, with one bank, picks as the plain one does
+            same(_banks_without_constraints(tr.model, src, 4), plain)
+
+
+def test_a_glossary_term_aligns_to_its_source_word(ding):
+    tr, _ = ding
+    got = tr.translate(["Die Schraube ist locker."], beam=4, glossary={"Schraube": "bolt"},
+                       alignment=True)[0]  # fmt: skip
+    words = got.text.split()
+    assert "bolt" in words and (1, words.index("bolt")) in got.alignment
+
+
+@pytest.mark.slow
+def test_the_shipped_model_decodes_alike_without_constraints_on_the_whole_test_set(ding):
+    tr, sources = ding
+    with torch.inference_mode():
+        for src in _batches(tr, sources, 50):
+            same(_banks_without_constraints(tr.model, src, 4), beam_decode(tr.model, src, beam=4))

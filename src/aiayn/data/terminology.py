@@ -55,8 +55,8 @@ class Glossary:
 
     @classmethod
     def read(cls, path: Path | str) -> Glossary:
-        """A glossary file: JSON (LibreTranslate's layout) or TSV (``.tsv``, ``.txt``), told
-        apart by its first character."""
+        """A glossary file: JSON (LibreTranslate's layout) or TSV, told apart by the name's
+        ending (``.json``; ``.tsv``, ``.tab``, ``.txt``), else by the first character."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -66,7 +66,10 @@ class Glossary:
             raise GlossaryError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         except OSError as e:
             raise GlossaryError(f"{path}: cannot read the glossary ({e.strerror})") from None
-        if text.lstrip().startswith("{"):
+        suffix = path.suffix.lower()
+        if suffix == ".json" or (
+            suffix not in (".tsv", ".tab", ".txt") and text.lstrip()[:1] in "{["
+        ):
             return cls.from_json(text, str(path))
         return cls.from_tsv(text, str(path))
 
