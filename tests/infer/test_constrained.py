@@ -52,6 +52,22 @@ def test_moves_through_shared_prefixes_repeats_and_restarts():
     assert kmp.unmet(s) == ()
 
 
+def test_a_constraint_is_a_whole_word():
+    # "bolt" then "ed" (B, in the word) is "bolted", which does not hold the word "bolt"
+    cons = Constraints([[A]], inword=frozenset([B]))
+    assert cons.unmet(cons.move(START, A)) == ()
+    assert cons.unmet(cons.move(cons.move(START, A), B)) == (0,)
+    assert cons.unmet(cons.move(cons.move(START, A), C)) == ()
+    table = {(): {A: 0.5, C: 0.5}, (A,): {B: 0.8, C: 0.2}, (A, C): {EOS: 1.0}}
+    table[(A, B)] = {EOS: 1.0}
+    s = Scripted(table, 1, 2)
+    args = (s.step, s.reorder, 1, 2, torch.tensor(5), [[[A]]], 0.0)
+    assert constrained_beam_search(*args)[0][0].tokens == [A, B, EOS]
+    s = Scripted(table, 1, 2)
+    args = (s.step, s.reorder, 1, 2, torch.tensor(5), [[[A]]], 0.0)
+    assert constrained_beam_search(*args, inword=frozenset([B]))[0][0].tokens == [A, C, EOS]
+
+
 TABLE = {
     (): {A: 0.7, B: 0.3},
     (A,): {EOS: 0.9, C: 0.1},

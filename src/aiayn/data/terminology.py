@@ -178,7 +178,7 @@ class Terms:
     the longest first."""
 
     def __init__(self, table: Mapping[str, str]):
-        self.targets = {s.casefold(): t for s, t in table.items()}
+        self.targets = {s.lower(): t for s, t in table.items()}
         ordered = sorted(self.targets, key=len, reverse=True)
         self.pattern = (
             re.compile(
@@ -193,7 +193,7 @@ class Terms:
         if self.pattern is None:
             return []
         return [
-            Match(m.start(), m.end(), m.group(), self.targets[m.group().casefold()])
+            Match(m.start(), m.end(), m.group(), self.targets[m.group().lower()])
             for m in self.pattern.finditer(text)
         ]
 

@@ -37,24 +37,28 @@ from aiayn.infer.beam import (
 )
 from aiayn.infer.mode import decoding
 
-State = tuple[int, int, int]  # (met: bit per constraint, inside: bit per constraint, depth)
-START: State = (0, 0, 0)
+State = tuple[int, int, int, int]  # (met, inside, depth, closing): see ``Constraints``
+START: State = (0, 0, 0, 0)
 
 
 class Constraints:
     """One sentence's constraints (token sequences, in any order, each to appear once) and the
     moves of a hypothesis's state through them.
 
-    A state is (met, inside, depth): the constraints met (a bit each), the constraints whose
-    first ``depth`` tokens the hypothesis has just generated (several when they share those
-    tokens, as a trie's node would), and that depth. A token that continues none of them
-    abandons them (their progress is lost) and may start another; two equal constraints are
-    two to meet. Moves are cached: a sentence sees few distinct states."""
+    A state is (met, inside, depth, closing): the constraints met (a bit each), the
+    constraints whose first ``depth`` tokens the hypothesis has just generated (several when
+    they share those tokens, as a trie's node would), that depth, and the constraint just
+    completed (its bit, or 0). A token that continues none of those begun abandons them
+    (their progress is lost; the longest end of what was read that begins a constraint
+    goes on, as KMP's failure links do) and may start another; two equal constraints are two
+    to meet. A constraint is a whole word: if the token after it is one of ``inword`` (the
+    pieces that go on with a word, "ed" after "hazard"), it is not met after all. Moves are
+    cached: a sentence sees few distinct states."""
 
-    def __init__(self, sequences: Sequence[Sequence[int]]):
+    def __init__(self, sequences: Sequence[Sequence[int]], inword: frozenset[int] = frozenset()):
         self.seqs = [tuple(s) for s in sequences if len(s)]
+        self.inword = inword
         self.all = (1 << len(self.seqs)) - 1
-        self.tokens = sum(len(s) for s in self.seqs)  # the deepest bank
         self._moves: dict[tuple[State, int], State] = {}
         self._wanted: dict[State, tuple[int, ...]] = {}
 
@@ -69,16 +73,22 @@ class Constraints:
         return new
 
     def _move(self, state: State, token: int) -> State:
-        moved = self._continue(state, token)
-        if moved is not None:
-            return moved
-        # the tokens read inside constraints, then ``token``, fell out of them: go on from the
-        # longest of their ends that begins an unmet constraint (as KMP's failure links do)
+        met, inside, depth, closing = state
+        if closing and token in self.inword:  # the word goes on: not the constraint's word
+            met &= ~closing
+        moved = self._continue((met, inside, depth), token)
+        if moved is None:
+            moved = self._fall_back((met, inside, depth), token)
+        return (*moved, moved[0] & ~met)  # closing: the constraint this token completed
+
+    def _fall_back(self, state: tuple[int, int, int], token: int) -> tuple[int, int, int]:
+        """The tokens read inside constraints, then ``token``, fell out of them: the longest
+        end of them that begins an unmet constraint goes on."""
         met, inside, depth = state
-        c = self._bits(inside)[0] if inside else 0
-        tail = (self.seqs[c][:depth] if inside else ()) + (token,)
+        c = self._bits(inside)[0]
+        tail = self.seqs[c][:depth] + (token,)
         for start in range(1, len(tail) + 1):
-            st: State | None = (met, 0, 0)
+            st: tuple[int, int, int] | None = (met, 0, 0)
             for t in tail[start:]:
                 st = self._continue(st, t)
                 if st is None:
@@ -87,7 +97,7 @@ class Constraints:
                 return st
         return (met, 0, 0)
 
-    def _continue(self, state: State, token: int) -> State | None:
+    def _continue(self, state: tuple[int, int, int], token: int) -> tuple[int, int, int] | None:
         """``state`` after ``token`` if it continues a constraint begun (or, outside one,
         begins an unmet one); None if it falls out."""
         met, inside, depth = state
@@ -106,7 +116,7 @@ class Constraints:
         """The tokens that take a hypothesis in ``state`` further into a constraint."""
         out = self._wanted.get(state)
         if out is None:
-            met, inside, depth = state
+            met, inside, depth, _ = state
             nxt = {self.seqs[c][depth] for c in self._bits(inside)}
             nxt |= {self.seqs[c][0] for c in self._bits(self.all & ~met)}
             out = self._wanted[state] = tuple(sorted(nxt))
@@ -114,7 +124,7 @@ class Constraints:
 
     def bank(self, state: State) -> int:
         """Constraint tokens met: the whole met constraints' and the depth into one."""
-        met, _, depth = state
+        met, _, depth, _ = state
         return sum(len(self.seqs[c]) for c in self._bits(met)) + depth
 
     def unmet(self, state: State) -> tuple[int, ...]:
@@ -248,14 +258,15 @@ def constrained_beam_search(
     prefix: list[list[int]] | None = None,
     prefix_log_prob: Tensor | None = None,
     on_tokens: Callable[[np.ndarray], None] | None = None,
+    inword: frozenset[int] = frozenset(),
 ) -> list[list[Hypothesis]]:
     """``aiayn.infer.beam.beam_search`` whose outputs hold ``constraints``: per sentence, a
     list of token sequences (none, or empty ones: unconstrained) to appear in the output, each
-    once, in any order, after the prefix if there is one. Each hypothesis's ``unmet`` names
-    the constraints (their indices in the sentence's list) it does not hold: empty unless the
-    length limit came first. Without constraints this is ``beam_search`` itself, tokens and
-    scores."""
-    sets = [Constraints(c) for c in constraints] if constraints else []
+    once, in any order, after the prefix if there is one, as whole words: not followed by a
+    token of ``inword`` (``Constraints``). Each hypothesis's ``unmet`` names the constraints
+    (their indices in the sentence's list) it does not hold: empty unless the length limit
+    came first. Without constraints this is ``beam_search`` itself, tokens and scores."""
+    sets = [Constraints(c, inword) for c in constraints] if constraints else []
     if len(sets) not in (0, batch_size):
         raise ValueError(f"{len(sets)} constraint lists for {batch_size} sentences")
     if not any(len(c) for c in sets):
@@ -281,12 +292,15 @@ def constrained_decode(
     nbest: int = 1,
     early_stop: bool = False,
     prefix: Tensor | None = None,
+    inword: frozenset[int] = frozenset(),
 ) -> list[list[Hypothesis]]:
     """Constrained beam search over an encoder-decoder for sources (B, S) (as
-    ``aiayn.infer.beam.beam_decode``): per sentence, the token sequences its outputs hold."""
+    ``aiayn.infer.beam.beam_decode``): per sentence, the token sequences its outputs hold,
+    as whole words (``inword``: the tokens that go on with a word)."""
     config = model.config
     d = decoder_search(model, src, beam, max_len_offset, prefix)
     return constrained_beam_search(
         d.step, d.reorder, src.size(0), beam, d.max_len, constraints, alpha, nbest, src.device,
         early_stop, config.bos_id, config.eos_id, d.prefix, d.prefix_log_prob, d.on_tokens,
+        inword,
     )  # fmt: skip

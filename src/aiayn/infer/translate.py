@@ -31,6 +31,7 @@ def search(
     scores: bool = True,
     prefix: torch.Tensor | None = None,
     constraints: list[list[list[int]]] | None = None,
+    inword: frozenset[int] = frozenset(),
 ) -> list[list[Hypothesis]]:
     """Greedy search (beam 1), beam search (§6.1) or, with ``sampling``, ``nbest`` samples
     (Phuong & Hutter 2022, Algorithm 15) over sources (B, S): n-best lists per sentence.
@@ -40,7 +41,8 @@ def search(
     ``constraints``: per sentence, token sequences its outputs must hold
     (``aiayn.infer.constrained``); if any sentence has one, the batch decodes with
     constrained beam search, greedy and sampling requests included, with
-    ``constrained_beam(beam, nbest)`` beams.
+    ``constrained_beam(beam, nbest)`` beams; a constraint is a whole word, not followed by
+    a token of ``inword`` (``inword_tokens``).
 
     A greedy hypothesis's score is its log-probability (NaN with ``scores`` False: a caller
     that keeps only the tokens spares every step a sum over the vocabulary); a beam
@@ -61,7 +63,7 @@ def search(
             )
         k = constrained_beam(beam, nbest)
         return constrained_decode(
-            model, src, constraints, k, lenpen, max_len_offset, nbest, early_stop, prefix
+            model, src, constraints, k, lenpen, max_len_offset, nbest, early_stop, prefix, inword
         )
     if not isinstance(model, torch.nn.Module):
         options = {"scores": scores} if prefix is None else {"scores": scores, "prefix": prefix}
@@ -98,6 +100,17 @@ def constrained_beam(beam: int, nbest: int) -> int:
     ``CONSTRAINED_BEAM`` (greedy search and sampling have one beam: a constraint's tokens and
     the model's best need room side by side) and ``nbest``."""
     return max(beam, nbest, CONSTRAINED_BEAM)
+
+
+def inword_tokens(tokenizer) -> frozenset[int]:
+    """The tokens that go on with the word before them: pieces that do not begin a word
+    (no "▁") and begin with a letter or digit ("ed", "s"; a character model's letters)."""
+    out = []
+    for i in range(tokenizer.vocab_size):
+        piece = tokenizer.id_to_piece(i)
+        if piece[:1].isalnum() and piece[0] != "\u0120":  # "Ġ": a byte-level BPE word start
+            out.append(i)
+    return frozenset(out)
 
 
 def source_ids(model, tokenizer: Tokenizer, texts: list[str]) -> tuple[list[list[int]], list[int]]:
@@ -186,6 +199,7 @@ def translate_texts(
         raise UserError(f"{len(constraints)} constraint lists for {len(texts)} texts")
     held = constraints or [[] for _ in texts]
     bound = [any(len(c) for c in held[k]) for k in range(len(texts))]
+    inword = inword_tokens(tokenizer) if any(bound) else frozenset()
     budgets = [budget, max(max_tokens // constrained_beam(beam, nbest), 1)]
     # one prefix length per search, and constrained texts apart: full batches of each
     by_prefix: dict[tuple[int, bool], list[int]] = {}
@@ -199,7 +213,7 @@ def translate_texts(
             prefix = torch.tensor([heads[k] for k in chunk], device=device) if width else None
             hyps = search(
                 model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
-                scores, prefix, [held[k] for k in chunk] if bound[chunk[0]] else None,
+                scores, prefix, [held[k] for k in chunk] if bound[chunk[0]] else None, inword,
             )  # fmt: skip
             for k, n_best in zip(chunk, hyps, strict=True):
                 texts_out = tokenizer.decode([h.tokens for h in n_best])
