@@ -260,13 +260,17 @@ class Translator(LoadedModel):
         early_stop: bool = False,
         max_tokens: int = 4096,
         names: Sequence[str] | None = None,
+        glossary: GlossaryLike | None = None,
+        keep: Sequence[str] | None = None,
     ) -> list[str]:
         """``documents`` (HTML pages or fragments) with their text translated and their markup
         kept: every element and attribute stays, an inline element (``<b>``, ``<a href>``)
         around the words translated from the words it held (``aiayn.data.markup``: how, and
         what is refused). Each segment (the text between two blocks) is translated sentence by
-        sentence, a sentence too long for the model in pieces. Search options as
-        ``translate``'s; ``names``: what errors call each document (a file name)."""
+        sentence, a sentence too long for the model in pieces. Search options, ``glossary``
+        and ``keep`` as ``translate``'s; ``names``: what errors call each document (a file
+        name). What is marked ``translate="no"`` or ``class="notranslate"`` is never read by
+        the model: it is kept whole, verbatim, once, in its place among the words."""
         from aiayn.data import markup
 
         documents = text_list(documents, "documents")
@@ -281,7 +285,7 @@ class Translator(LoadedModel):
         out = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
-            scores=False, alignment=True,
+            scores=False, alignment=True, glossary=glossary, keep=keep,
         )  # fmt: skip
         return sentences.render([(t.text, t.alignment or ()) for t in out])
 

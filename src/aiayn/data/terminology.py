@@ -21,7 +21,7 @@ import io
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiayn.errors import UserError
@@ -52,6 +52,7 @@ class Glossary:
 
     pairs: Mapping[tuple[str, str], Mapping[str, str]]
     name: str = "glossary"
+    _made: dict = field(default_factory=dict, compare=False, repr=False)  # pair -> Terms
 
     @classmethod
     def read(cls, path: Path | str) -> Glossary:
@@ -146,15 +147,20 @@ class Glossary:
         return cls(pairs, name)
 
     def terms(self, source: str, target: str) -> Terms:
-        """The terms from ``source`` to ``target``; an error if the glossary has none."""
-        table = self.pairs.get((source.lower(), target.lower()))
+        """The terms from ``source`` to ``target``; an error if the glossary has none. Made
+        once a pair (a large glossary's expression is not compiled per request)."""
+        key = (source.lower(), target.lower())
+        if key in self._made:
+            return self._made[key]
+        table = self.pairs.get(key)
         if table is None:
             have = ", ".join(f"{s}_{t}" for s, t in sorted(self.pairs)) or "none"
             raise GlossaryError(
                 f"{self.name}: no terms for {source}_{target} (the model's languages); it has: "
                 f"{have}"
             )
-        return Terms(table)
+        terms = self._made[key] = Terms(table)
+        return terms
 
 
 def _term(value, where: str) -> str:
