@@ -8,10 +8,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from aiayn.data.terminology import Glossary, GlossaryError, Terms, check_patterns, placeholders
+from aiayn.data.terminology import (
+    Glossary,
+    GlossaryError,
+    Terms,
+    check_patterns,
+    placeholders,
+    term_table,
+)
 from aiayn.errors import OptionError
 
-GlossaryLike = Glossary | Mapping | str | Path
+GlossaryLike = Glossary | Terms | Mapping | str | Path
 
 
 class Held(NamedTuple):
@@ -28,14 +35,14 @@ def glossary_terms(
     """The terms of ``glossary`` for ``languages`` (source, target): a ``Glossary``, a file
     (JSON or TSV, ``aiayn.data.terminology``), a mapping in LibreTranslate's layout
     (``{"de_en": {"Schraube": "bolt"}}``) or one of source terms to target terms
-    (``{"Schraube": "bolt"}``, for the model's own languages)."""
-    if glossary is None:
-        return None
+    (``{"Schraube": "bolt"}``, for the model's own languages), or ``Terms`` already made."""
+    if glossary is None or isinstance(glossary, Terms):
+        return glossary
     if isinstance(glossary, str | Path):
         glossary = Glossary.read(glossary)
     elif isinstance(glossary, Mapping):
-        if all(isinstance(v, str) for v in glossary.values()):
-            return Glossary.from_mapping({"xx_yy": glossary}).terms("xx", "yy")
+        if not any(isinstance(v, Mapping) for v in glossary.values()):
+            return Terms(term_table(glossary, "glossary"))
         glossary = Glossary.from_mapping(glossary)
     elif not isinstance(glossary, Glossary):
         raise OptionError(

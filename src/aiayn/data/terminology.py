@@ -163,6 +163,19 @@ class Glossary:
         return terms
 
 
+def term_table(terms: Mapping, where: str) -> dict[str, str]:
+    """``{source term: target term}`` checked: non-empty strings (``where`` names it)."""
+    if not isinstance(terms, Mapping):
+        raise GlossaryError(
+            f'{where}: must be an object of terms, e.g. {{"Schraube": "bolt"}}, got '
+            f"{type(terms).__name__}"
+        )
+    return {
+        _term(source, f"{where}: a source term"): _term(target, f'{where} -> "{source}"')
+        for source, target in terms.items()
+    }
+
+
 def _term(value, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise GlossaryError(f"{where}: a term must be a non-empty string, got {value!r}")

@@ -25,6 +25,7 @@ class ServeConfig:
     batch_wait_ms: float = 5.0  # how long a batch waits for more requests
     max_batch: int = 64  # texts per batched decode
     beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
+    glossary: str = ""  # a glossary file: its terms for each model's languages, every request
 
     @classmethod
     def flags(cls) -> dict[str, tuple]:
@@ -41,6 +42,8 @@ class ServeConfig:
             "batch_wait_ms": "the longest a request waits for others to batch with (milliseconds)",
             "max_batch": "texts per batched decode (1 = no batching)",
             "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
+            "glossary": "a glossary file (JSON in LibreTranslate's layout, or TSV) whose terms "
+            "every translation into its language pairs uses; a request's glossary adds to it",
         }
         return {
             f.name: (f.default, f"{helps[f.name]}; default {f.default}")

@@ -20,6 +20,7 @@ from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
+from aiayn.serve.terminology import request_terms, terms_key
 
 router = APIRouter()
 
@@ -83,8 +84,9 @@ async def libretranslate(request: Request, registry: Models):
     only model into ``target``), ``target``, ``alternatives``; JSON or form body."""
     req = await libretranslate_body(request, s.LibreTranslateRequest)
     model, config = pick_translator(registry, req.source, req.target), registry.config
+    terms = request_terms(model, req.glossary, config.glossary)
     if req.format == "html":
-        return await _translate_html(req, model, registry)
+        return await _translate_html(req, model, registry, terms)
     texts = texts_of(req.q, "q", config)
     check_tokens(model, texts, req.q, "q")
     check_prefix(req.prefix, config)
@@ -97,9 +99,9 @@ async def libretranslate(request: Request, registry: Models):
         model,
         texts,
         lambda items: model.translate(  # texts only
-            items, scores=False, prefix=prefixes(req.prefix, items), **options
+            items, scores=False, prefix=prefixes(req.prefix, items), glossary=terms, **options
         ),
-        ("translate", req.prefix, tuple(sorted(options.items()))),
+        ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
     )
     best = [t.text if t.hypotheses else "" for t in results]
     others = [[h.text for h in t.hypotheses[1:]] for t in results]
@@ -117,7 +119,7 @@ def _detected(body: dict, req, model: ServedModel, n: int) -> dict:
     return body
 
 
-async def _translate_html(req, model: ServedModel, registry: Registry) -> dict:
+async def _translate_html(req, model: ServedModel, registry: Registry, terms) -> dict:
     """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
     sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
     document, markup included (as LibreTranslate's character limit does)."""
@@ -145,8 +147,10 @@ async def _translate_html(req, model: ServedModel, registry: Registry) -> dict:
         results = await registry.run(
             model,
             sentences.texts,
-            lambda items: model.translate(items, scores=False, alignment=True, **options),
-            ("translate-aligned", tuple(sorted(options.items()))),
+            lambda items: model.translate(
+                items, scores=False, alignment=True, glossary=terms, **options
+            ),
+            ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )
     pages = sentences.render([(t.text, t.alignment or ()) for t in results])
     body: dict = {"translatedText": pages[0] if isinstance(req.q, str) else pages}
