@@ -19,7 +19,15 @@ LibreTranslate's glossary does); ``source rewriting`` (each source term replaced
 source by its target before translating); ``glossary`` (``Translator.translate(...,
 glossary=...)``: constrained beam search). Scored: term use (the share of the test terms
 whose target is in the output, ignoring case, on word boundaries), sacreBLEU and chrF against
-the references, sentences per second. Appends a record to bench/results/terminology.jsonl.
+the references, sentences per second. (The glossary holds every test term, so a sentence may
+hold more of its terms than its own: the constraints each sentence gets are recorded.)
+
+Placeholders: ``--ui-strings`` test sentences (3 to 12 words) made UI strings with one
+placeholder each (``%s``, ``{name}``, ``{0}``, ``<x/>``, ``%(count)d``, ``$VAR`` in turn),
+translated with beam 4 plainly and with ``keep=aiayn.PLACEHOLDERS``: a string counts as
+kept when every placeholder of its source is in its output verbatim, as many times.
+
+Appends a record to bench/results/terminology.jsonl.
 """
 
 from __future__ import annotations
@@ -95,6 +103,37 @@ def build(corpus: Path, n: int):
     )
 
 
+TEMPLATES = (  # UI strings from plain sentences: one placeholder each, of every kind in turn
+    lambda words: words[:-1] + ["%s" + _end(words[-1])],
+    lambda words: words[:1] + ["{name}"] + words[1:],
+    lambda words: ["{0}:"] + words,
+    lambda words: words[: len(words) // 2] + ["<x/>"] + words[len(words) // 2 :],
+    lambda words: ["%(count)d"] + words,
+    lambda words: words[:-1] + [_stem(words[-1]), "$VAR" + _end(words[-1])],
+)
+
+
+def _end(word: str) -> str:
+    return word[-1] if word[-1] in ".!?" else ""
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if word[-1] in ".!?" else word
+
+
+def ui_strings(sources: list[str], n: int) -> list[str]:
+    """The first ``n`` sources of 3 to 12 words made UI strings, a placeholder in each."""
+    picked = [s for s in sources if 3 <= len(s.split()) <= 12][:n]
+    return [" ".join(TEMPLATES[i % len(TEMPLATES)](s.split())) for i, s in enumerate(picked)]
+
+
+def kept(source: str, output: str) -> bool:
+    """Every placeholder of ``source`` in ``output`` verbatim, as many times (none lost,
+    altered or doubled)."""
+    spans = Counter(m.source for m in aiayn.data.terminology.placeholders(source))
+    return all(output.count(span) == count for span, count in spans.items())
+
+
 def rewrite_output(source: str, output: str, glossary: dict[str, str]) -> str:
     """LibreTranslate's way: for each glossary term the source holds, its source form replaced
     by its target wherever the output holds it as a substring (ignoring case)."""
@@ -115,6 +154,7 @@ def main() -> int:
     parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
     parser.add_argument("--sentences", type=int, default=1000, help="test sentences scanned")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ui-strings", type=int, default=300, help="UI strings made")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--note", default="")
     args = parser.parse_args()
@@ -161,6 +201,17 @@ def main() -> int:
             "sentences_per_cpu_s": round(len(sources) / seconds[name], 1),
         }
     constraints = [len(tr_terms) for tr_terms in terms]
+    found = aiayn.Glossary.from_mapping(table).terms(src_lang, tgt_lang)
+    hits = Counter(len(found.find(source)) for source in sources)  # constraints a sentence
+    strings = ui_strings(lines(corpus, "test.de"), args.ui_strings)
+    ui = {}
+    for name, keep in (("plain", None), ("keep placeholders", aiayn.PLACEHOLDERS)):
+        start = time.process_time()
+        outs = [t.text for t in tr.translate(strings, beam=4, keep=keep)]
+        ui[name] = {
+            "kept": sum(kept(s, o) for s, o in zip(strings, outs, strict=True)),
+            "cpu_seconds": round(time.process_time() - start, 3),
+        }
     record = {
         "model_dir": str(model_dir),
         "beam": 4,
@@ -170,10 +221,13 @@ def main() -> int:
         "terms": n_terms,
         "glossary_entries": len(glossary),
         "terms_per_sentence": dict(sorted(Counter(constraints).items())),
+        "glossary_hits_per_sentence": dict(sorted(hits.items())),
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
         "runs": runs,
         "glossary_over_plain_time": round(seconds["glossary"] / seconds["plain"], 2),
+        "ui_strings": len(strings),
+        "placeholders": ui,
         "note": args.note,
     }
     print(record)

@@ -250,7 +250,7 @@ def _banks_without_constraints(model, src, beam):
 
     d = decoder_search(model, src, beam, 50, None)
     shape = SearchShape(beam, 0.6, False, 0, model.config.eos_id, src.device)
-    banks = Banks(shape, [Constraints([]) for _ in range(src.size(0))])
+    banks = Banks(shape, [Constraints([]) for _ in range(src.size(0))], frozenset())
     return run_search(d.step, d.reorder, banks, shape, src.size(0), d.max_len, 1, BOS, None,
                       None, d.on_tokens)  # fmt: skip
 

@@ -4,7 +4,8 @@ Positive constraints (Hokamp & Liu 2017) with dynamic beam allocation (Post & Vi
 batched as Hu et al. 2019 do: each hypothesis knows how far it is into its sentence's
 constraints (``Constraints``, a state per hypothesis kept on the host beside the beam, never
 in the model); at each step the candidates are the best 2K of the sentence, each hypothesis's
-best next token and every token that starts or continues a constraint it has not met; the K
+best next token (and its best that ends the word before it: a term just placed may then stay
+a whole word) and every token that starts or continues a constraint it has not met; the K
 survivors are shared out among banks by the number of constraint tokens met, round robin
 from the fullest bank down, so hypotheses that placed a term are not crowded out by those that
 have not (and the reverse). A hypothesis may end (eos) only once it holds every constraint;
@@ -139,9 +140,18 @@ class Banks:
     on the device and read back in one table with the plain search's; chosen on the host,
     where each hypothesis's constraint state is kept (N, K)."""
 
-    def __init__(self, shape: SearchShape, constraints: list[Constraints]):
-        self.shape, self.sets = shape, list(constraints)
+    def __init__(self, shape: SearchShape, constraints: list[Constraints], inword: frozenset[int]):
+        self.shape, self.sets, self.inword = shape, list(constraints), inword
         self.states = [[START] * shape.k for _ in self.sets]  # (N, K)
+        self._mask: Tensor | None = None
+
+    def _inword_mask(self, v: int) -> Tensor:
+        """(V,) True where a token goes on with a word (``inword``)."""
+        if self._mask is None:
+            mask = torch.zeros(v, dtype=torch.bool)
+            mask[[t for t in self.inword if t < v]] = True
+            self._mask = mask.to(self.shape.device)
+        return self._mask
 
     def __call__(
         self, logp: Tensor, log_probs: Tensor, limit: Tensor, spans: np.ndarray, length: int
@@ -154,8 +164,10 @@ class Banks:
         m = max((len(w) for row in wanted for w in row), default=0)
         cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
         top_scores, top_index = cand.view(n, k * v).topk(min(2 * k, k * v), dim=1)  # (N, 2K)
-        best_scores, best_tokens = cand.max(2)  # (N, K)
-        columns = [top_scores.double(), top_index.double(), best_scores.double(), best_tokens]
+        bests = [cand.max(2)]  # each hypothesis's best token, (N, K) scores and tokens
+        if self.inword:  # and its best that ends the word before it (after a constraint)
+            bests.append(cand.masked_fill(self._inword_mask(v), float("-inf")).max(2))
+        columns = [top_scores, top_index, *(x for b in bests for x in b)]
         if m:  # each hypothesis's constraint tokens (repeated to M: duplicates are dropped)
             table = np.array([[(w + w[-1:] * m)[:m] if w else (s.eos_id,) * m for w in row]
                               for row in wanted], dtype=np.int64)  # (N, K, M)  # fmt: skip
@@ -164,9 +176,12 @@ class Banks:
         host = plain.to_host(torch.cat([c.double() for c in columns], 1))  # the one transfer
         c2 = top_index.size(1)
         top_host, top_at = host[:, :c2], host[:, c2 : 2 * c2].astype(np.int64)
-        best_host = host[:, 2 * c2 : 2 * c2 + k]
-        best_at = host[:, 2 * c2 + k : 2 * c2 + 2 * k].astype(np.int64)
-        wanted_host = host[:, 2 * c2 + 2 * k :].reshape(n, k, m)
+        at = 2 * c2
+        best = []  # (N, K) scores and tokens of each kind of best
+        for _ in bests:
+            best.append((host[:, at : at + k], host[:, at + k : at + 2 * k].astype(np.int64)))
+            at += 2 * k
+        wanted_host = host[:, at:].reshape(n, k, m)
 
         live = np.full((n, k), float("-inf"))  # (N, K)
         parent_at = np.zeros((n, k), dtype=np.int64)
@@ -177,7 +192,8 @@ class Banks:
             for score, at in zip(top_host[row], top_at[row], strict=True):
                 found.setdefault((int(at // v), int(at % v)), float(score))
             for j in range(k):
-                found.setdefault((j, int(best_at[row, j])), float(best_host[row, j]))
+                for scores, tokens in best:
+                    found.setdefault((j, int(tokens[row, j])), float(scores[row, j]))
                 for w, t in enumerate(wanted[row][j]):
                     found.setdefault((j, t), float(wanted_host[row, j, w]))
             picked, finishing = self._choose(row, found)
@@ -276,7 +292,7 @@ def constrained_beam_search(
         )  # fmt: skip
     shape = SearchShape(beam, alpha, early_stop, len(prefix[0]) if prefix else 0, eos_id, device)
     return run_search(
-        step, reorder, Banks(shape, sets), shape, batch_size, max_len, nbest, bos_id, prefix,
+        step, reorder, Banks(shape, sets, inword), shape, batch_size, max_len, nbest, bos_id, prefix,
         prefix_log_prob, on_tokens,
     )  # fmt: skip
 
