@@ -12,8 +12,9 @@ INTRO = (
     "`bench/terminology.py`: the Ding test sentences whose reference holds a dictionary "
     "translation of one of their words (from the corpus's phrase entries), translated four "
     "ways with beam 4 on the same sentences, timed in CPU seconds round after round; and UI "
-    "strings made from test sentences, one placeholder each (docs/decoding.md#terms-a-"
-    "translation-must-use)."
+    "strings made from test sentences, one placeholder each ([decoding.md](decoding.md#terms-"
+    "a-translation-must-use): the feature). CPU time on a machine shared with other work "
+    "moves by more than its wall time's usual 25%: compare the runs of one table."
 )
 
 RUNS = ("plain", "output rewriting", "source rewriting", "glossary")
@@ -27,7 +28,9 @@ NAMES = {
 
 def render(results: Path) -> str:
     parts = []
-    for record in latest_by(load(results, "terminology"), lambda r: (r["model_dir"], r["beam"])):
+    for record in latest_by(
+        load(results, "terminology"), lambda r: (r["model_dir"], r["beam"], r["threads"])
+    ):
         runs = record["runs"]
         rows = [
             [
