@@ -46,6 +46,11 @@ def test_constraints_given_outright_and_their_tokens_decode_to_them(translator):
             assert tok.decode(constraint_ids(tok, [Held(text, attached)]))[0] == text
 
 
+def test_a_prefix_and_a_glossary_together(translator):
+    got = translator.translate(TEXTS[:1], beam=2, prefix=["So"], glossary={"Schraube": "bolt"})
+    assert got[0].text.startswith("So") and "bolt" in got[0].text[2:]
+
+
 def test_placeholders_are_kept_verbatim(translator):
     texts = ["Datei %s gelöscht.", "Hallo {name}, du hast {0} Nachrichten.", "Klick <x/>(%d)."]
     got = translator.translate(texts, beam=2, keep=aiayn.PLACEHOLDERS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -102,9 +103,11 @@ def constrained_beam(beam: int, nbest: int) -> int:
     return max(beam, nbest, CONSTRAINED_BEAM)
 
 
+@functools.lru_cache(maxsize=8)
 def inword_tokens(tokenizer) -> frozenset[int]:
     """The tokens that go on with the word before them: pieces that do not begin a word
-    (no "▁") and begin with a letter or digit ("ed", "s"; a character model's letters)."""
+    (no "▁") and begin with a letter or digit ("ed", "s"; a character model's letters).
+    Made once a tokenizer."""
     out = []
     for i in range(tokenizer.vocab_size):
         piece = tokenizer.id_to_piece(i)
