@@ -28,8 +28,8 @@ def test_the_servers_glossary_applies_to_every_request(client):
     assert "bolt" in r.json()["translations"][0]["text"]
 
 
-@pytest.mark.parametrize("glossary", [{"Haus": "shed"}, {"de_en": {"Haus": "shed"}}], ids=str)
-def test_a_requests_glossary_adds_to_the_servers(client, glossary):
+def test_a_requests_glossary_adds_to_the_servers(client):
+    glossary = {"Haus": "shed"}
     r = client.post(
         "/translate", json={"q": TEXTS, "source": "de", "target": "en", "glossary": glossary}
     )
@@ -50,10 +50,12 @@ def test_a_form_body_carries_the_glossary_as_json(client):
 @pytest.mark.parametrize(
     ("glossary", "message"),
     [
-        ({"Haus": ""}, 'glossary -> "Haus": a term must be a non-empty string'),
-        ({"fr_en": {"maison": "house"}}, "glossary: no terms for de_en"),
+        ({"Haus": ""}, "glossary"),
+        ({"Haus": " "}, "glossary"),
+        ({"de_en": {"Haus": "house"}}, "glossary"),
         ({"Haus": 3}, "glossary"),
         ("[1, 2]", "glossary"),
+        ({f"t{i}": "x" for i in range(1001)}, "glossary"),
     ],
     ids=str,
 )

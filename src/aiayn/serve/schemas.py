@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     StrictBool,
+    StringConstraints,
     ValidationInfo,
     field_validator,
 )
@@ -45,14 +46,15 @@ def _json_text(value):
     return value
 
 
+Term = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
 Glossary = Annotated[
-    dict[str, str | dict[str, str]] | None,
+    Annotated[dict[Term, Term], Field(max_length=1000)] | None,
     BeforeValidator(_json_text),
     Field(
         None,
-        description="aiayn's: terms the translations use, {source term: target term} or "
-        'LibreTranslate\'s layout {"de_en": {...}}; a source term found in a text (ignoring '
-        "case, on word boundaries) puts its target in the translation",
+        description="aiayn's: terms the translations use, {source term: target term} (at "
+        "most 1000); a source term found in a text (ignoring case, on word boundaries) puts "
+        "its target in the translation, over the server's --glossary",
     ),
 ]
 

@@ -11,8 +11,6 @@ from aiayn.data.terminology import Glossary, GlossaryError, Terms, term_table
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
 
-MAX_REQUEST_TERMS = 1000  # terms in one request's glossary
-
 
 @functools.cache
 def server_glossary(path: str) -> Glossary:
@@ -23,8 +21,8 @@ def server_glossary(path: str) -> Glossary:
 def request_terms(model: ServedModel, given: Mapping | None, path: str) -> Terms | None:
     """The terms a request's translations hold: the server's glossary (``path``; "" for
     none) for ``model``'s languages, with the request's ``given`` terms over them
-    (``{"Schraube": "bolt"}``, or LibreTranslate's layout ``{"de_en": {...}}``). A bad
-    request glossary is a 422 naming the field."""
+    (``{"Schraube": "bolt"}``, checked by the request's schema first). A bad request
+    glossary is a 422 naming the field."""
     source, target = model.languages or ("", "")
     if not given:
         return _server_terms(path, source.lower(), target.lower()) if path else None
@@ -43,24 +41,9 @@ def _server_terms(path: str, source: str, target: str) -> Terms | None:
 
 def _given(given: Mapping, source: str, target: str) -> dict[str, str]:
     try:
-        if not any(isinstance(v, Mapping) for v in given.values()):
-            terms = term_table(given, "glossary")
-        else:
-            glossary = Glossary.from_mapping(given, "glossary")
-            terms = glossary.pairs.get((source.lower(), target.lower()))
-            if terms is None:
-                have = ", ".join(f"{a}_{b}" for a, b in sorted(glossary.pairs))
-                raise GlossaryError(
-                    f"glossary: no terms for {source}_{target} (the model's languages); it "
-                    f"has: {have}"
-                )
+        return term_table(given, "glossary")
     except GlossaryError as e:
         raise ServeError(422, str(e), "glossary") from None
-    if len(terms) > MAX_REQUEST_TERMS:
-        raise ServeError(
-            422, f"glossary: {len(terms)} terms; at most {MAX_REQUEST_TERMS}", "glossary"
-        )
-    return dict(terms)
 
 
 @functools.lru_cache(maxsize=64)
