@@ -63,3 +63,11 @@ def test_a_bad_glossary_is_one_line_naming_it(
 def test_a_bad_keep_expression_is_named(model_dirs, monkeypatch, capsys):  # noqa: F811
     code, _, err = translate(model_dirs["translator"], monkeypatch, capsys, "--keep", "(x")
     assert code != 0 and "'(x' is not a regular expression" in err
+
+
+def test_serve_refuses_a_bad_glossary_before_loading(model_dirs, tmp_path, capsys):  # noqa: F811
+    path = tmp_path / "g.tsv"
+    path.write_text("Schraube\tbolt\n")
+    code = main(["serve", str(model_dirs["translator"]), "--glossary", str(path), "--port", "0"])
+    assert code != 0
+    assert "g.tsv: line 1: the first line names the languages" in capsys.readouterr().err
