@@ -245,7 +245,8 @@ def _batches(tr, texts, size):
 
 def _banks_without_constraints(model, src, beam):
     """The constrained search's own selection (``Banks``) with no constraint anywhere."""
-    from aiayn.infer.beam import SearchShape, decoder_search, run_search
+    from aiayn.infer.beam import decoder_search
+    from aiayn.infer.beam_state import SearchShape, run_search
     from aiayn.infer.constrained import Banks
 
     d = decoder_search(model, src, beam, 50, None)

@@ -26,13 +26,13 @@ from torch import Tensor
 
 from aiayn.config import BOS, EOS
 from aiayn.infer import beam as plain
-from aiayn.infer.beam import (
+from aiayn.infer.beam import decoder_search
+from aiayn.infer.beam_state import (
     Hypothesis,
     Picks,
     ReorderFn,
     SearchShape,
     StepFn,
-    decoder_search,
     length_penalty,
     run_search,
 )
