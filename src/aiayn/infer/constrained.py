@@ -189,8 +189,8 @@ class Banks:
         states, ends = [], []
         for row in range(n):
             found: dict[tuple[int, int], float] = {}  # (parent beam, token) -> log P
-            for score, at in zip(top_host[row], top_at[row], strict=True):
-                found.setdefault((int(at // v), int(at % v)), float(score))
+            for score, flat in zip(top_host[row], top_at[row], strict=True):
+                found.setdefault((int(flat // v), int(flat % v)), float(score))
             for j in range(k):
                 for scores, tokens in best:
                     found.setdefault((j, int(tokens[row, j])), float(scores[row, j]))
