@@ -46,7 +46,10 @@ class ServeConfig:
             "every translation into its language pairs uses; a request's glossary adds to it",
         }
         return {
-            f.name: (f.default, f"{helps[f.name]}; default {f.default or 'none'}")
+            f.name: (
+                f.default,
+                f"{helps[f.name]}; default {f.default if f.default != '' else 'none'}",
+            )
             for f in dataclasses.fields(cls)
         }
 
