@@ -32,6 +32,7 @@ from bench.report_sections import (  # noqa: E402
     sentiment,
     serving_engines,
     serving_load,
+    terminology,
     train_precision,
     training_speed,
 )
@@ -67,6 +68,7 @@ SECTIONS = [
     serving_engines,
     ct2_beam,
     prefix,
+    terminology,
     train_precision,
     ensemble,
     interop,

@@ -218,3 +218,21 @@ def test_auto_falls_back_to_torch(shipped, monkeypatch):
     with pytest.raises(Exception, match="an ensemble decodes with the torch engine"):
         aiayn.load([shipped, shipped], engine="ctranslate2")
     assert aiayn.load([shipped, shipped]).engine == "torch"  # auto: an ensemble is torch's
+
+
+def test_a_glossary_needs_the_torch_engine_or_auto(shipped, tmp_path, monkeypatch, capsys):
+    glossary = tmp_path / "g.json"
+    glossary.write_text(json.dumps({"de_en": {"Buch": "volume"}}))
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(LINES) + "\n"))
+    argv = ["translate", str(shipped), "--glossary", str(glossary)]
+    assert main([*argv, "--engine", "ctranslate2"]) != 0
+    err = capsys.readouterr().err
+    assert "--engine 'torch'" in err and "--engine 'auto'" in err and "--glossary" in err
+    auto = _translate([*argv, "--engine", "auto"], monkeypatch, capsys)
+    assert auto == _translate([*argv, "--engine", "torch"], monkeypatch, capsys)
+    assert "volume" in auto[2]
+    # with no term in a line the request is CTranslate2's, as with --engine ctranslate2
+    plain = _translate(["translate", str(shipped), "--engine", "auto"], monkeypatch, capsys)
+    assert plain == _translate(
+        ["translate", str(shipped), "--engine", "ctranslate2"], monkeypatch, capsys
+    )

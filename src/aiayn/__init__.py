@@ -7,11 +7,13 @@
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 from aiayn.api import (
+    PLACEHOLDERS,
     Classification,
     Classifier,
     Encoder,
     Generation,
     Generator,
+    Glossary,
     Hypothesis,
     Sampling,
     Translation,
@@ -22,6 +24,7 @@ from aiayn.config import ModelConfig
 from aiayn.model import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
 
 __all__ = [
+    "PLACEHOLDERS",
     "Classification",
     "Classifier",
     "DecoderOnly",
@@ -30,6 +33,7 @@ __all__ = [
     "EncoderOnly",
     "Generation",
     "Generator",
+    "Glossary",
     "Hypothesis",
     "ModelConfig",
     "Sampling",

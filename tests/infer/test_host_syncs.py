@@ -121,8 +121,8 @@ def test_beam_search_reads_back_once_per_step():
     max_len = torch.tensor([6, 9, 12, 14, 20])
     transfers = []
     with pytest.MonkeyPatch.context() as patch:
-        to_host = beam_module._to_host
-        patch.setattr(beam_module, "_to_host", lambda t: transfers.append(1) or to_host(t))
+        to_host = beam_module.to_host
+        patch.setattr(beam_module, "to_host", lambda t: transfers.append(1) or to_host(t))
         with count_syncs() as syncs:
             beam_search(d.step, d.reorder, b, k, max_len, 0.6, 2)
     assert len(transfers) == d.steps > 5

@@ -20,6 +20,7 @@ from aiayn.api.generator import Generator, TextStream
 from aiayn.api.load import load, load_for
 from aiayn.api.results import Classification, Generation, Hypothesis, Translation
 from aiayn.api.translator import Translator
+from aiayn.data.terminology import PLACEHOLDERS, Glossary
 from aiayn.infer.sampling import Sampling
 
 __all__ = [
@@ -28,7 +29,9 @@ __all__ = [
     "Encoder",
     "Generation",
     "Generator",
+    "Glossary",
     "Hypothesis",
+    "PLACEHOLDERS",
     "Sampling",
     "TextStream",
     "Translation",

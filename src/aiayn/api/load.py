@@ -80,7 +80,9 @@ def load(
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
     ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
     ``path`` cannot be written, ``$XDG_CACHE_HOME/aiayn/ctranslate2``; ``quantize`` "int8":
-    CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``. Bad
+    CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``;
+    ``engine`` "auto" is "ctranslate2" where it is installed and the model translates, else
+    "torch", and decodes what CTranslate2 cannot (constraints) with the torch model. Bad
     directories are ``UserError``s naming the file.
     """
     if not isinstance(path, str | Path | ModelDir):  # several translators: an ensemble

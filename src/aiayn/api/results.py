@@ -10,12 +10,15 @@ class Hypothesis:
     """One output sequence: its text, its token ids (ending with eos where one was made),
     its ``score`` (what ranks the n-best list: log P / lp for beam search, Vaswani et al.
     2017 §6.1; the log-probability itself for greedy search and samples) and ``log_prob``,
-    its log-probability under the model."""
+    its log-probability under the model. ``unmet``: the terms it was asked to hold (a
+    glossary's, kept spans, ``constraints``) that it does not, which happens only when the
+    length limit came first."""
 
     text: str
     tokens: tuple[int, ...]
     score: float
     log_prob: float
+    unmet: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class Translation:
     @property
     def log_prob(self) -> float:
         return self.best.log_prob
+
+    @property
+    def unmet(self) -> tuple[str, ...]:
+        return self.best.unmet
 
 
 @dataclass(frozen=True)

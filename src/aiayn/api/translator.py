@@ -14,6 +14,7 @@ from aiayn.api.device import placement
 from aiayn.api.engine import needs_torch, resolve_engine
 from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
+from aiayn.api.terms import GlossaryLike, constraint_ids, glossary_terms, text_constraints
 from aiayn.data.batching import pad
 from aiayn.documents import Limits
 from aiayn.errors import OptionError, UserError
@@ -40,7 +41,9 @@ class Translator(LoadedModel):
 
     ``engine`` names what ``translate`` decodes with: "torch" (the model) or "ctranslate2"
     (``decoder`` is then an ``aiayn.interop.ctranslate2.CTranslate2Engine``); ``score`` and
-    ``attention`` always run the torch model.
+    ``attention`` always run the torch model; "auto" decodes with CTranslate2 what it can
+    (``aiayn.api.engine``), and with the model the rest, requests with constraints (glossary
+    terms, kept spans) among them.
     """
 
     family = "encoder-decoder"
@@ -169,6 +172,9 @@ class Translator(LoadedModel):
         scores: bool = True,
         prefix: Sequence[str] | None = None,
         alignment: bool = False,
+        glossary: GlossaryLike | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        keep: Sequence[str] | None = None,
     ) -> list[Translation]:
         """The n-best translations of ``texts``, in input order.
 
@@ -193,6 +199,18 @@ class Translator(LoadedModel):
         CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply;
         a seed is below 2**32). A temperature below 2**-100 is greedy, one above 2**100 is
         2**100 (``aiayn.api.options.decoded_sampling``), in both engines.
+
+        Terms each translation must hold, placed by lexically constrained beam search
+        (``aiayn.infer.constrained``; docs/decoding.md): ``glossary`` (a JSON or TSV file, a
+        ``Glossary``, ``{"de_en": {"Schraube": "bolt"}}`` or ``{"Schraube": "bolt"}``): the
+        target of each of its source terms found in a text (ignoring case, on word
+        boundaries, the longest first); ``constraints`` (one list of target strings per
+        text); ``keep`` (regular expressions, e.g. ``aiayn.PLACEHOLDERS``): the spans of a
+        text they match, kept verbatim. A text with any decodes with constrained beam search
+        (``beam`` at least 4, greedy and sampling requests too); the others as without.
+        ``Hypothesis.unmet`` names what a translation lacks (only if its length limit came
+        first). The ctranslate2 engine has no constraints: such a request is an error, or,
+        loaded with ``engine="auto"``, decodes with the torch model.
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         sampling = decoded_sampling(sampling)
@@ -204,20 +222,17 @@ class Translator(LoadedModel):
                 "('' for none)",
                 "prefix",
             )
-        decoder = self.decoder
-        if self.auto:
-            plain = not needs_torch(
-                beam=beam,
-                nbest=nbest,
-                sampling=sampling,
-                prefixes=prefixes,
-                alignment=alignment,
-                scores=scores,
-            )
-            decoder = (self.fast_decoder() if plain else None) or self.model
+        wanted = text_constraints(
+            texts, glossary_terms(glossary, self.languages), constraints, keep
+        )
+        held = None if wanted is None else [constraint_ids(self.tokenizer, w) for w in wanted]
+        decoder = self._decoder_for(
+            held, beam=beam, nbest=nbest, sampling=sampling, prefixes=prefixes,
+            alignment=alignment, scores=scores,
+        )  # fmt: skip
         out, truncated = decoding.translate_texts(
             decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index, scores, prefixes,
+            early_stop, max_tokens, sampling, first_index, scores, prefixes, held,
         )  # fmt: skip
         cut = set(truncated)
         pairs: list = [None] * len(out)
@@ -236,7 +251,13 @@ class Translator(LoadedModel):
         return [
             Translation(
                 tuple(
-                    Hypothesis(text, tuple(h.tokens), float(h.score), float(h.log_prob))
+                    Hypothesis(
+                        text,
+                        tuple(h.tokens),
+                        float(h.score),
+                        float(h.log_prob),
+                        tuple(wanted[i][c].text for c in h.unmet) if wanted else (),
+                    )  # fmt: skip
                     for text, h in n_best
                 ),
                 truncated=i in cut,
@@ -244,6 +265,24 @@ class Translator(LoadedModel):
             )
             for i, n_best in enumerate(out)
         ]
+
+    def _decoder_for(self, held: list[list[list[int]]] | None, **request):
+        """What decodes a request (``request``: its search, as ``needs_torch`` takes it) with
+        constraints ``held``: under engine "auto" CTranslate2 for plain greedy search without
+        constraints, the torch model for the rest; a forced CTranslate2 engine cannot hold
+        constraints (an error naming the engines that can)."""
+        if self.auto:
+            plain = held is None and not needs_torch(**request)
+            return (self.fast_decoder() if plain else None) or self.model
+        if held is None or self.decoder is self.model:
+            return self.decoder
+        raise OptionError(
+            "CTranslate2 has no constrained search, and this request has terms to hold "
+            "(glossary, constraints, keep): decode it with engine 'torch', or load the model "
+            "with engine 'auto' (the torch model then decodes such requests)",
+            "engine",
+            "glossary",
+        )
 
     def translate_html(
         self,
@@ -256,13 +295,17 @@ class Translator(LoadedModel):
         early_stop: bool = False,
         max_tokens: int = 4096,
         names: Sequence[str] | None = None,
+        glossary: GlossaryLike | None = None,
+        keep: Sequence[str] | None = None,
     ) -> list[str]:
         """``documents`` (HTML pages or fragments) with their text translated and their markup
         kept: every element and attribute stays, an inline element (``<b>``, ``<a href>``)
         around the words translated from the words it held (``aiayn.data.markup``: how, and
         what is refused). Each segment (the text between two blocks) is translated sentence by
-        sentence, a sentence too long for the model in pieces. Search options as
-        ``translate``'s; ``names``: what errors call each document (a file name)."""
+        sentence, a sentence too long for the model in pieces. Search options, ``glossary``
+        and ``keep`` as ``translate``'s; ``names``: what errors call each document (a file
+        name). What is marked ``translate="no"`` or ``class="notranslate"`` is never read by
+        the model: it is kept whole, verbatim, once, in its place among the words."""
         from aiayn.data import markup
 
         documents = text_list(documents, "documents")
@@ -277,7 +320,7 @@ class Translator(LoadedModel):
         out = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
-            scores=False, alignment=True,
+            scores=False, alignment=True, glossary=glossary, keep=keep,
         )  # fmt: skip
         return sentences.render([(t.text, t.alignment or ()) for t in out])
 
@@ -293,11 +336,14 @@ class Translator(LoadedModel):
         early_stop: bool = False,
         max_tokens: int = 4096,
         limits: Limits | None = None,
+        glossary: GlossaryLike | None = None,
+        keep: Sequence[str] | None = None,
     ) -> Path:
         """Translate the document ``path`` into ``out`` (written whole or not at all): .txt,
         .html, .srt, .po, .docx, .pptx, .odt, .odp or .epub (``aiayn.documents``: what each
         format translates, and how formatting is kept). Its texts, sentence by sentence, go
-        through ``translate`` as any others do; search options as ``translate``'s. A file that
+        through ``translate`` as any others do; search options, ``glossary`` and ``keep`` as
+        ``translate``'s. A file that
         cannot be read (damaged, encrypted, over ``limits``, not its format) raises
         ``aiayn.documents.DocumentError`` naming the problem. Returns ``out``."""
         from aiayn import documents
@@ -316,7 +362,7 @@ class Translator(LoadedModel):
         results = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
-            scores=False, alignment=documents.aligned(opened),
+            scores=False, alignment=documents.aligned(opened), glossary=glossary, keep=keep,
         ) if sentences.texts else []  # fmt: skip
         pairs = [(t.text, t.alignment or ()) for t in results]
         data = documents.save(opened, sentences, pairs, path.name)

@@ -128,9 +128,9 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
         choices=ENGINES,
         default="auto",
         help="what decodes: auto (the default: CTranslate2 for greedy search where it is "
-        "installed and runs the model as asked, aiayn's PyTorch model for the rest), torch "
-        "(aiayn's model), or ctranslate2 (converted once and cached; pip install "
-        "'aiayn[ctranslate2]')",
+        "installed and runs the model as asked, aiayn's PyTorch model for the rest: beam search, "
+        "scores, glossary terms, kept spans...), torch (aiayn's model), or ctranslate2 "
+        "(converted once and cached; pip install 'aiayn[ctranslate2]')",
     )
     p.add_argument(
         "--cache-dir",

@@ -85,6 +85,7 @@ def add_translate(sub) -> None:
         help="a file of target prefixes, one per input line (empty for none): each "
         "translation begins with its line's prefix and goes on from there",
     )
+    add_terminology_arguments(p)
     p.add_argument(
         "--format",
         choices=("text", "html"),
@@ -103,6 +104,52 @@ def add_translate(sub) -> None:
     add_engine_argument(p)
     add_device_arguments(p)
     p.set_defaults(func=cmd_translate)
+
+
+def add_terminology_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--glossary",
+        metavar="FILE",
+        help='terms to use: JSON in LibreTranslate\'s layout ({"de_en": {"Schraube": '
+        '"bolt"}}) or TSV whose first line names the languages (de<TAB>en); a source term '
+        "found in a line (ignoring case, on word boundaries) puts its target in the "
+        "translation, placed by constrained beam search (beam >= 4)",
+    )
+    p.add_argument(
+        "--keep-placeholders",
+        action="store_true",
+        help="keep placeholders verbatim (%%s, %%(name)s, {name}, {0}, $VAR, <x/>), each as "
+        "often as the line has it, placed by constrained beam search",
+    )
+    p.add_argument(
+        "--keep",
+        metavar="REGEX",
+        action="append",
+        default=[],
+        help="also keep what this regular expression matches verbatim (repeatable)",
+    )
+
+
+def terminology_options(args: argparse.Namespace) -> dict:
+    """``glossary`` (read now: a bad file fails before the model loads) and ``keep``."""
+    from aiayn.data.terminology import PLACEHOLDERS, Glossary, check_patterns
+
+    keep = [*(PLACEHOLDERS if args.keep_placeholders else ()), *check_patterns(args.keep)]
+    return {
+        "glossary": Glossary.read(args.glossary) if args.glossary else None,
+        "keep": keep or None,
+    }
+
+
+def _warn_unmet(results, first: int) -> None:
+    lacking = [first + i + 1 for i, t in enumerate(results) if t.unmet]
+    if lacking:
+        shown = ", ".join(map(str, lacking[:10])) + (" ..." if len(lacking) > 10 else "")
+        warnings.warn(
+            f"{len(lacking)} translations reached their length limit before holding every "
+            f"term (lines {shown}); raise --max-len-offset",
+            stacklevel=2,
+        )
 
 
 def _sampling_option(args: argparse.Namespace):
@@ -140,11 +187,12 @@ def cmd_translate(args: argparse.Namespace) -> None:
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
     check_translate(**options)
     check_placement(args)
+    terms = terminology_options(args)
     if args.file or args.out:
-        _translate_file(args, options)
+        _translate_file(args, {**options, **terms})
         return
     if args.format == "html":
-        _translate_html(args, options)
+        _translate_html(args, {**options, **terms})
         return
     prefixes_in = file_lines(args.prefix_file, "--prefix-file") if args.prefix_file else None
     translator = load_translator("translate", args)
@@ -166,8 +214,10 @@ def cmd_translate(args: argparse.Namespace) -> None:
             prefix=prefixes,
             alignment=args.alignment,
             **options,
+            **terms,
         )
         seconds += time.perf_counter() - start
+        _warn_unmet(results, total)
         truncated = [i for i, t in enumerate(results) if t.truncated]
         _warn_truncated(truncated, total, translator.config.max_len)
         for i, result in enumerate(results):

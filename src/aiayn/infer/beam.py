@@ -9,6 +9,12 @@ a hypothesis only when it ranks among the top K candidates of its sentence (as i
 A sentence is done when it has ``nbest`` finished hypotheses and no live one can still beat
 them: a live log-probability only falls, so its best reachable score is
 logP / lp(max_len) (for alpha >= 0). At max_len the live hypotheses are finished as they are.
+
+The search is split by concern: what it keeps between steps and the loop that drives it
+(``aiayn.infer.beam_state``: the finished hypotheses, the live ones' tokens on the host,
+``run_search``) are shared with the constrained search; a selection picks each step's
+survivors (``TopK`` here; ``aiayn.infer.constrained`` shares the beam out by constraints
+met); ``decoder_search`` wires an encoder-decoder's step and reorder functions.
 """
 
 from __future__ import annotations
@@ -21,49 +27,67 @@ import torch
 from torch import Tensor
 
 from aiayn.config import BOS, EOS, PAD
+from aiayn.infer.beam_state import (  # noqa: F401 - beam's names too
+    Hypothesis,
+    Picks,
+    ReorderFn,
+    SearchShape,
+    StepFn,
+    _finalize,
+    length_penalty,
+    run_search,
+    to_host,
+)
 from aiayn.infer.mode import decoding
 
-StepFn = Callable[[Tensor], Tensor]  # last tokens (B*K, 1) -> log-probs (B*K, V)
-ReorderFn = Callable[[Tensor], None]  # flat beam indices (B*K,) -> None
 
+class TopK:
+    """The plain search's selection: the best K candidates that are not eos live on; eos among
+    the best K candidates finishes a hypothesis. All on the device but one table read back."""
 
-def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
-    return ((5.0 + length) / 6.0) ** alpha
+    def __init__(self, shape: SearchShape, b: int):
+        self.shape = shape
+        self.first_row = torch.arange(b, device=shape.device)[:, None] * shape.k  # (B, 1)
 
+    def __call__(
+        self, logp: Tensor, log_probs: Tensor, limit: Tensor, spans: np.ndarray, length: int
+    ) -> Picks:
+        s = self.shape
+        k, n, v = s.k, log_probs.size(0), logp.size(-1)
+        cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
+        top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
+        is_eos = top_index % v == s.eos_id  # (N, 2K)
+        # the best K candidates that are not eos live on
+        live_scores = top_scores.masked_fill(is_eos, float("-inf"))
+        log_probs, pick = live_scores.topk(k, dim=1)  # (N, K)
+        chosen = top_index.gather(1, pick)  # (N, K) into (K, V)
+        parents, last = self.first_row[:n] + chosen // v, chosen % v  # (N, K) flat rows, tokens
+        columns = [log_probs.double(), top_scores[:, :k], top_index[:, :k], chosen]
+        if s.alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
+            best_live = log_probs.max(1).values.double()  # (N,)
+            horizon = s.horizon(limit, length)
+            reachable = best_live / length_penalty(horizon.double() + s.p, s.alpha)  # (N,)
+            columns.append(reachable[:, None])
+        host = to_host(torch.cat(columns, 1))  # (N, 4K [+ 1]) float64: the one transfer
+        top_host = host[:, k : 2 * k]  # (N, K) scores
+        top_at = host[:, 2 * k : 3 * k].astype(np.int64)  # (N, K) into (K, V)
+        chosen_at = host[:, 3 * k : 4 * k].astype(np.int64)  # (N, K)
+        # eos among the top K candidates finishes a hypothesis
+        eos_rank = (top_at % v == s.eos_id) & np.isfinite(top_host)  # (N, K)
+        ends = [
+            (row, top_at[row, j] // v, float(top_host[row, j]), ())
+            for row, j in zip(*np.nonzero(eos_rank), strict=True)
+        ]
+        return Picks(
+            log_probs, parents, last, host[:, :k], chosen_at // v, chosen_at % v, ends,
+            host[:, 4 * k] if s.alpha >= 0 else None,
+        )  # fmt: skip
 
-@dataclass
-class Hypothesis:
-    tokens: list[int]  # generated ids, ending with eos unless cut at max_len
-    score: float  # log P / lp
-    log_prob: float
+    def keep(self, rows: np.ndarray) -> None:
+        """Only the sentences ``rows`` search on (nothing to follow: no state per row)."""
 
-
-def _finalize(hyps: list[Hypothesis], tokens: list[int], log_prob: float, alpha: float) -> None:
-    score = log_prob / length_penalty(len(tokens), alpha)
-    hyps.append(Hypothesis(tokens, score, log_prob))
-
-
-class _Finished:
-    """The finished hypotheses of each of B sentences, kept on the host, with each one's
-    count and n-th best score (what decides when a sentence is done)."""
-
-    def __init__(self, b: int, nbest: int, alpha: float, heads: list[list[int]] | None):
-        self.nbest, self.alpha, self.heads = nbest, alpha, heads
-        self.hyps: list[list[Hypothesis]] = [[] for _ in range(b)]
-        self.nth_best = np.full(b, float("-inf"))  # (B,) float64
-        self.count = np.zeros(b, dtype=np.int64)  # (B,)
-
-    def add(self, i: int, tokens: list[int], log_prob: float) -> None:
-        """Sentence ``i`` finishes a hypothesis of new ``tokens`` (after its prefix, if any)."""
-        hyps = self.hyps[i]
-        _finalize(hyps, self.heads[i] + tokens if self.heads else tokens, log_prob, self.alpha)
-        self.count[i] += 1
-        if len(hyps) >= self.nbest:
-            self.nth_best[i] = sorted(h.score for h in hyps)[-self.nbest]
-
-    def best(self) -> list[list[Hypothesis]]:
-        return [sorted(h, key=lambda x: -x.score)[: self.nbest] for h in self.hyps]
+    def unmet(self, row: int, j: int) -> tuple[int, ...]:
+        return ()
 
 
 @decoding
@@ -106,110 +130,39 @@ def beam_search(
     tokens are kept; ``on_tokens``, if given, is shown the tokens each step is about to read
     (N*K,) from there, e.g. for a decoder state to skip checking them for padding.
     """
-    b, k = batch_size, beam
-    p = len(prefix[0]) if prefix else 0
-    if nbest > k:
-        raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({k})")
-    limit = torch.as_tensor(max_len, device=device).expand(b).clone()  # (N,)
-    limit = (limit - p).clamp(min=1)  # new tokens: the prefix counts in max_len
-    log_probs = torch.full((b, k), float("-inf"), device=device)  # (N, K) live hypotheses
-    log_probs[:, 0] = 0.0  # all beams start identical: expand only the first
-    if prefix_log_prob is not None:
-        log_probs[:, 0] = prefix_log_prob.to(log_probs.dtype)
-    last = torch.full((b, k), bos_id, dtype=torch.long, device=device)  # (N, K) tokens read
-    first_row = torch.arange(b, device=device)[:, None] * k  # (B, 1) flat row of each beam 0
-    # on the host: each row's sentence and length limit, the live hypotheses' tokens
-    ids, spans = np.arange(b), np.array(limit.tolist(), dtype=np.int64)  # (N,), (N,)
-    tokens = np.zeros((b, k, 0), dtype=np.int64)  # (N, K, L)
-    read = np.full((b, k), bos_id, dtype=np.int64)  # (N, K) = ``last``
-    finished = _Finished(b, nbest, alpha, prefix if p else None)
-    length = 0
-    while len(ids):
-        length += 1
-        n = len(ids)
-        if on_tokens is not None:
-            on_tokens(read.reshape(-1))
-        logp = step(last.view(n * k, 1))  # (N*K, V)
-        v = logp.size(-1)
-        cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
-        top_scores, top_index = cand.view(n, k * v).topk(2 * k, dim=1)  # (N, 2K)
-        is_eos = top_index % v == eos_id  # (N, 2K)
-        # the best K candidates that are not eos live on
-        live_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        log_probs, pick = live_scores.topk(k, dim=1)  # (N, K)
-        chosen = top_index.gather(1, pick)  # (N, K) into (K, V)
-        parents, last = first_row[:n] + chosen // v, chosen % v  # (N, K) flat rows, tokens
-        columns = [log_probs.double(), top_scores[:, :k], top_index[:, :k], chosen]
-        if alpha >= 0:  # a live log-probability only falls: its best is logP / lp(limit)
-            best_live = log_probs.max(1).values.double()  # (N,)
-            horizon = torch.full_like(limit, length + 1) if early_stop else limit
-            reachable = best_live / length_penalty(horizon.double() + p, alpha)  # (N,)
-            columns.append(reachable[:, None])
-        host = _to_host(torch.cat(columns, 1))  # (N, 4K [+ 1]) float64: the one transfer
-        live_host, top_host = host[:, :k], host[:, k : 2 * k]  # (N, K) scores
-        top_at = host[:, 2 * k : 3 * k].astype(np.int64)  # (N, K) into (K, V)
-        chosen_at = host[:, 3 * k : 4 * k].astype(np.int64)  # (N, K)
-
-        # eos among the top K candidates finishes a hypothesis
-        eos_rank = (top_at % v == eos_id) & np.isfinite(top_host)  # (N, K)
-        for row, j in zip(*np.nonzero(eos_rank), strict=True):
-            toks = tokens[row, top_at[row, j] // v].tolist()
-            finished.add(ids[row], toks + [eos_id], float(top_host[row, j]))
-        read = chosen_at % v  # (N, K)
-        tokens = np.concatenate([tokens[np.arange(n)[:, None], chosen_at // v], read[..., None]], 2)
-
-        # sentences at their length limit finish their live hypotheses as they are
-        at_limit = length >= spans  # (N,)
-        for row in np.flatnonzero(at_limit):
-            for j in np.flatnonzero(np.isfinite(live_host[row])):
-                finished.add(ids[row], tokens[row, j].tolist(), float(live_host[row, j]))
-
-        # a sentence is done when no live hypothesis can beat its n-th best finished one
-        if alpha >= 0:
-            done = at_limit | (host[:, 4 * k] <= finished.nth_best[ids])
-        else:  # the bound needs alpha >= 0; without it, stop at K finished
-            done = at_limit | (finished.count[ids] >= k)
-        if done.all():
-            break
-        if done.any():  # finished sentences leave the batch
-            keep = np.flatnonzero(~done)  # (N',)
-            index = torch.from_numpy(keep).to(device, non_blocking=True)
-            parents, last, log_probs, limit = (
-                x.index_select(0, index) for x in (parents, last, log_probs, limit)
-            )
-            ids, spans, tokens, read = ids[keep], spans[keep], tokens[keep], read[keep]
-        reorder(parents.view(-1))  # follow the surviving beams
-    return finished.best()
+    shape = SearchShape(beam, alpha, early_stop, len(prefix[0]) if prefix else 0, eos_id, device)
+    return run_search(
+        step, reorder, TopK(shape, batch_size), shape, batch_size, max_len, nbest, bos_id,
+        prefix, prefix_log_prob, on_tokens,
+    )  # fmt: skip
 
 
-def _to_host(packed: Tensor) -> np.ndarray:
-    """A step's table (N, C) on the host: beam search's one transfer (a host sync) per step."""
-    return packed.cpu().numpy()
+@dataclass
+class DecoderSearch:
+    """An encoder-decoder wired for a beam search: its step and reorder functions, each
+    sentence's length limit, and the prefix the hypotheses begin with (if any)."""
+
+    step: StepFn
+    reorder: ReorderFn
+    max_len: Tensor  # (B,)
+    prefix: list[list[int]] | None
+    prefix_log_prob: Tensor | None
+    on_tokens: Callable[[np.ndarray], None]
 
 
-@decoding
-def beam_decode(
-    model,
-    src: Tensor,
-    beam: int = 4,
-    alpha: float = 0.6,
-    max_len_offset: int = 50,
-    nbest: int = 1,
-    early_stop: bool = False,
-    prefix: Tensor | None = None,
-) -> list[list[Hypothesis]]:
-    """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence.
-
-    The encoder runs once; the beams of a sentence share its memory, mask and cross-
-    attention keys and values (computed once per sentence, never copied per beam); the
-    decoder's self-attention KV cache follows the beams. ``prefix`` (B, P) of real target
-    tokens begins every hypothesis: bos + prefix is read in one teacher-forced pass (per
-    beam, filling the cache), and the search starts from its end.
-    """
+def decoder_search(
+    model, src: Tensor, beam: int, max_len_offset: int, prefix: Tensor | None
+) -> DecoderSearch:
+    """Encode sources (B, S) once and wire the decoder for ``beam`` beams a sentence: the
+    beams share their sentence's memory, mask and cross-attention keys and values (computed
+    once per sentence, never copied per beam); the decoder's self-attention KV cache follows
+    the beams. ``prefix`` (B, P) of real target tokens begins every hypothesis: bos + prefix
+    is read in one teacher-forced pass (per beam, filling the cache), and the search starts
+    from its end."""
     from aiayn.infer.greedy import prefix_log_prob
 
     model.eval()
-    config, b = model.config, src.size(0)
+    config = model.config
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     state = model.new_state(src_mask, beams=beam)
     max_len = config.clamp_length((src != config.pad_id).sum(1) + max_len_offset)  # (B,)
@@ -230,10 +183,29 @@ def beam_decode(
         state.reorder(index, same_sources=True)
 
     prefixes = prefix.tolist() if "log_prob" in primed else None
+    return DecoderSearch(
+        step, reorder, max_len, prefixes, primed.get("log_prob"), _vouch(state, config.pad_id)
+    )
+
+
+@decoding
+def beam_decode(
+    model,
+    src: Tensor,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_len_offset: int = 50,
+    nbest: int = 1,
+    early_stop: bool = False,
+    prefix: Tensor | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search over an encoder-decoder for sources (B, S): n-best lists per sentence
+    (``decoder_search``: how the model is read)."""
+    config = model.config
+    d = decoder_search(model, src, beam, max_len_offset, prefix)
     return beam_search(
-        step, reorder, b, beam, max_len, alpha, nbest, src.device, early_stop,
-        config.bos_id, config.eos_id, prefixes, primed.get("log_prob"),
-        on_tokens=_vouch(state, config.pad_id),
+        d.step, d.reorder, src.size(0), beam, d.max_len, alpha, nbest, src.device, early_stop,
+        config.bos_id, config.eos_id, d.prefix, d.prefix_log_prob, on_tokens=d.on_tokens,
     )  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -13,6 +14,7 @@ from aiayn.data.labelled import is_blank
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.infer.beam import Hypothesis, beam_decode
+from aiayn.infer.constrained import constrained_decode
 from aiayn.infer.greedy import greedy_search
 from aiayn.infer.sampling import Sampling, row_generators, sample_decode
 
@@ -29,11 +31,19 @@ def search(
     indices: list[int] | None = None,
     scores: bool = True,
     prefix: torch.Tensor | None = None,
+    constraints: list[list[list[int]]] | None = None,
+    inword: frozenset[int] = frozenset(),
 ) -> list[list[Hypothesis]]:
     """Greedy search (beam 1), beam search (§6.1) or, with ``sampling``, ``nbest`` samples
     (Phuong & Hutter 2022, Algorithm 15) over sources (B, S): n-best lists per sentence.
     ``prefix`` (B, P): target tokens every hypothesis begins with (one length for the batch),
     read in one teacher-forced pass; scores are over the whole target.
+
+    ``constraints``: per sentence, token sequences its outputs must hold
+    (``aiayn.infer.constrained``); if any sentence has one, the batch decodes with
+    constrained beam search, greedy and sampling requests included, with
+    ``constrained_beam(beam, nbest)`` beams; a constraint is a whole word, not followed by
+    a token of ``inword`` (``inword_tokens``).
 
     A greedy hypothesis's score is its log-probability (NaN with ``scores`` False: a caller
     that keeps only the tokens spares every step a sum over the vocabulary); a beam
@@ -46,6 +56,16 @@ def search(
     """
     if prefix is not None and not prefix.size(1):
         prefix = None
+    if constraints is not None and any(any(len(c) for c in cs) for cs in constraints):
+        if not isinstance(model, torch.nn.Module):
+            raise UserError(
+                f"the {getattr(model, 'name', 'given')} engine cannot hold constraints (a "
+                "glossary's terms, kept spans): decode them with the torch engine"
+            )
+        k = constrained_beam(beam, nbest)
+        return constrained_decode(
+            model, src, constraints, k, lenpen, max_len_offset, nbest, early_stop, prefix, inword
+        )
     if not isinstance(model, torch.nn.Module):
         options = {"scores": scores} if prefix is None else {"scores": scores, "prefix": prefix}
         return model.search(
@@ -71,6 +91,29 @@ def search(
             for row, lp in zip(out.tolist(), lps, strict=True)
         ]
     return beam_decode(model, src, beam, lenpen, max_len_offset, nbest, early_stop, prefix)
+
+
+CONSTRAINED_BEAM = 4  # the fewest beams constrained search decodes with
+
+
+def constrained_beam(beam: int, nbest: int) -> int:
+    """The beams a request with constraints decodes with: its own, but at least
+    ``CONSTRAINED_BEAM`` (greedy search and sampling have one beam: a constraint's tokens and
+    the model's best need room side by side) and ``nbest``."""
+    return max(beam, nbest, CONSTRAINED_BEAM)
+
+
+@functools.lru_cache(maxsize=8)
+def inword_tokens(tokenizer) -> frozenset[int]:
+    """The tokens that go on with the word before them: pieces that do not begin a word
+    (no "▁") and begin with a letter or digit ("ed", "s"; a character model's letters).
+    Made once a tokenizer."""
+    out = []
+    for i in range(tokenizer.vocab_size):
+        piece = tokenizer.id_to_piece(i)
+        if piece[:1].isalnum() and piece[0] != "\u0120":  # "Ġ": a byte-level BPE word start
+            out.append(i)
+    return frozenset(out)
 
 
 def source_ids(model, tokenizer: Tokenizer, texts: list[str]) -> tuple[list[list[int]], list[int]]:
@@ -119,6 +162,7 @@ def translate_texts(
     first_index: int = 0,
     scores: bool = True,
     prefixes: list[str] | None = None,
+    constraints: list[list[list[int]]] | None = None,
 ) -> tuple[list[list[tuple[str, Hypothesis]]], list[int]]:
     """n-best (text, hypothesis) lists for ``texts`` in input order, and the indices of the
     texts longer than the model's ``max_len`` (only their first ``max_len - 1`` tokens are
@@ -136,6 +180,10 @@ def translate_texts(
     ``prefixes`` (one per text; "" for none): target text each translation begins with
     (interactive translation, a fixed opening), cut into the target's tokens; sentences with
     prefixes of different lengths are searched in groups of one length.
+
+    ``constraints`` (one list per text; [] for none): the token sequences each translation
+    must hold (``search``); texts with constraints are searched apart from those without,
+    which decode as they would alone. A blank text stays blank.
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")
@@ -150,18 +198,25 @@ def translate_texts(
     todo = [k for k, done in enumerate(out) if done is None]
     budget = max(max_tokens // (nbest if sampling is not None else beam), 1)
     device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else "cpu"
-    by_prefix: dict[int, list[int]] = {}  # one prefix length per search: full batches of each
+    if constraints is not None and len(constraints) != len(texts):
+        raise UserError(f"{len(constraints)} constraint lists for {len(texts)} texts")
+    held = constraints or [[] for _ in texts]
+    bound = [any(len(c) for c in held[k]) for k in range(len(texts))]
+    inword = inword_tokens(tokenizer) if any(bound) else frozenset()
+    budgets = [budget, max(max_tokens // constrained_beam(beam, nbest), 1)]
+    # one prefix length per search, and constrained texts apart: full batches of each
+    by_prefix: dict[tuple[int, bool], list[int]] = {}
     for k in todo:
-        by_prefix.setdefault(len(heads[k]), []).append(k)
-    for width, group in sorted(by_prefix.items()):
-        for batch in length_batches([len(ids[k]) for k in group], budget):
+        by_prefix.setdefault((len(heads[k]), bound[k]), []).append(k)
+    for (width, constrained), group in sorted(by_prefix.items()):
+        for batch in length_batches([len(ids[k]) for k in group], budgets[constrained]):
             chunk = [group[j] for j in batch]
             src = pad([ids[k] for k in chunk], model.config.pad_id).to(device)
             indices = [first_index + k for k in chunk]
             prefix = torch.tensor([heads[k] for k in chunk], device=device) if width else None
             hyps = search(
                 model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
-                scores, prefix,
+                scores, prefix, [held[k] for k in chunk] if bound[chunk[0]] else None, inword,
             )  # fmt: skip
             for k, n_best in zip(chunk, hyps, strict=True):
                 texts_out = tokenizer.decode([h.tokens for h in n_best])

@@ -30,6 +30,7 @@ class ServeConfig:
     file_expiry: float = 1800.0  # seconds a translated file stays downloadable
     files_store_bytes: int = 500_000_000  # translated files kept at most (oldest go first)
     files_dir: str = ""  # where translated files are kept ("": a temporary directory)
+    glossary: str = ""  # a glossary file: its terms for each model's languages, every request
 
     @classmethod
     def flags(cls) -> dict[str, tuple]:
@@ -54,9 +55,14 @@ class ServeConfig:
             "removed first)",
             "files_dir": "where translated files are kept (default: a temporary directory, "
             "removed at shutdown)",
+            "glossary": "a glossary file (JSON in LibreTranslate's layout, or TSV) whose terms "
+            "every translation into its language pairs uses; a request's glossary adds to it",
         }
         return {
-            f.name: (f.default, f"{helps[f.name]}; default {f.default}")
+            f.name: (
+                f.default,
+                f"{helps[f.name]}; default {f.default if f.default != '' else 'none'}",
+            )
             for f in dataclasses.fields(cls)
         }
 

@@ -39,6 +39,7 @@ from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.libretranslate import pick_translator, translators
+from aiayn.serve.terminology import request_terms, terms_key
 
 router = APIRouter()
 
@@ -266,14 +267,18 @@ async def _translate(data: bytes, name: str, fmt, model: ServedModel, registry: 
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
     options = dict(beam=config.beam)
-    key = ("translate-aligned" if aligned else "translate-document", tuple(sorted(options.items())))
+    terms = request_terms(model, None, config.glossary)  # the server's glossary, if any
+    kind = "translate-aligned" if aligned else "translate-document"
+    key = (kind, tuple(sorted(options.items())), terms_key(terms))
     results = []
     texts = sentences.texts
     for start in range(0, len(texts), config.max_batch):  # others' requests between chunks
         results += await registry.run(
             model,
             texts[start : start + config.max_batch],
-            lambda items: model.translate(items, scores=False, alignment=aligned, **options),
+            lambda items: model.translate(
+                items, scores=False, alignment=aligned, glossary=terms, **options
+            ),
             key,
         )
     try:

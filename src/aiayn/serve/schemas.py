@@ -7,6 +7,7 @@ text, beam, new tokens) are checked in ``app`` against ``ServeConfig``.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -14,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     StrictBool,
+    StringConstraints,
     ValidationInfo,
     field_validator,
 )
@@ -34,6 +36,29 @@ Int = Annotated[int, BeforeValidator(_a_number)]  # 2 or 2.0, not "2" or true
 Float = Annotated[float, BeforeValidator(_a_number)]
 
 
+def _json_text(value):
+    """A form's value is text: a JSON object written in it is read."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError("must be a JSON object of terms") from None
+    return value
+
+
+Term = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
+Glossary = Annotated[
+    Annotated[dict[Term, Term], Field(max_length=1000)] | None,
+    BeforeValidator(_json_text),
+    Field(
+        None,
+        description="aiayn's: terms the translations use, {source term: target term} (at "
+        "most 1000); a source term found in a text (ignoring case, on word boundaries) puts "
+        "its target in the translation, over the server's --glossary",
+    ),
+]
+
+
 class LibreTranslateRequest(BaseModel):
     """LibreTranslate's ``/translate`` body (JSON or form-encoded)."""
 
@@ -45,6 +70,7 @@ class LibreTranslateRequest(BaseModel):
     prefix: str = Field(
         "", description="aiayn's: target text every translation begins with ('': none)"
     )
+    glossary: Glossary = None
     api_key: str | None = Field(None, description="the API key (with aiayn serve --api-keys)")
 
 
@@ -83,6 +109,7 @@ class TranslateRequest(TranslateOptions):
     prefix: str = Field(
         "", description="target text every translation of the request begins with ('': none)"
     )
+    glossary: Glossary = None
     alignment: StrictBool = Field(
         False,
         description="also each translation's word alignment: [source word, target word] "

@@ -24,6 +24,7 @@ from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
+from aiayn.serve.terminology import request_terms, terms_key
 
 router = APIRouter()
 
@@ -128,8 +129,9 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
     req = await libretranslate_body(request, s.LibreTranslateRequest)
     texts = libretranslate_texts(req.q, caller)
     model, config = pick_translator(registry, req.source, req.target), registry.config
+    terms = request_terms(model, req.glossary, config.glossary)
     if req.format == "html":
-        return await _translate_html(req, model, registry, caller)
+        return await _translate_html(req, model, registry, caller, terms)
     limit = request.app.state.frontend.alternatives_limit
     if limit != -1 and req.alternatives > limit:
         message = f"Invalid request: alternatives parameter must be <= {limit}"
@@ -149,9 +151,13 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
             model,
             todo,
             lambda items: model.translate(  # texts only
-                items, scores=False, prefix=prefixes(req.prefix, items), **options
+                items,
+                scores=False,
+                prefix=prefixes(req.prefix, items),
+                glossary=terms,
+                **options,
             ),
-            ("translate", req.prefix, tuple(sorted(options.items()))),
+            ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
         )
     done = iter(results)
     best, others = [], []
@@ -222,7 +228,9 @@ def _detected(body: dict, req, model: ServedModel, words: list[bool]) -> dict:
     return body
 
 
-async def _translate_html(req, model: ServedModel, registry: Registry, caller: Caller) -> dict:
+async def _translate_html(
+    req, model: ServedModel, registry: Registry, caller: Caller, terms
+) -> dict:
     """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
     sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
     document, markup included (as LibreTranslate's character limit does)."""
@@ -250,8 +258,10 @@ async def _translate_html(req, model: ServedModel, registry: Registry, caller: C
         results = await registry.run(
             model,
             sentences.texts,
-            lambda items: model.translate(items, scores=False, alignment=True, **options),
-            ("translate-aligned", tuple(sorted(options.items()))),
+            lambda items: model.translate(
+                items, scores=False, alignment=True, glossary=terms, **options
+            ),
+            ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )
     pages = sentences.render([(t.text, t.alignment or ()) for t in results])
     body: dict = {"translatedText": pages[0] if isinstance(req.q, str) else pages}

@@ -24,6 +24,7 @@ from aiayn.serve.inputs import (
 )
 from aiayn.serve.registry import ENCODER, TRANSLATOR
 from aiayn.serve.routes import Models
+from aiayn.serve.terminology import request_terms, terms_key
 
 router = APIRouter()
 
@@ -72,15 +73,20 @@ async def translate(req: s.TranslateRequest, registry: Models, caller: Guarded):
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, texts, req.text, "text")
     check_prefix(req.prefix, registry.config)
-    options = req.model_dump(exclude={"model", "text", "prefix"})
+    terms = request_terms(model, req.glossary, registry.config.glossary)
+    options = req.model_dump(exclude={"model", "text", "prefix", "glossary"})
     greedy = req.beam == 1 and req.nbest == 1  # answered without scores
     results = await registry.run(
         model,
         texts,
         lambda items: model.translate(
-            items, scores=not greedy, prefix=prefixes(req.prefix, items), **options
-        ),
-        ("translate", req.prefix, tuple(sorted(options.items()))),
+            items,
+            scores=not greedy,
+            prefix=prefixes(req.prefix, items),
+            glossary=terms,
+            **options,
+        ),  # fmt: skip
+        ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
     )
 
     def hypothesis(h) -> s.Hypothesis:

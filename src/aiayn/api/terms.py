@@ -1,0 +1,107 @@
+"""What a translation must hold, from a request: a glossary's terms found in each text, spans
+kept verbatim (placeholders), and constraints given outright; as target strings per text
+and as the target tokens the constrained search places (``aiayn.infer.constrained``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from aiayn.data.terminology import (
+    Glossary,
+    GlossaryError,
+    Terms,
+    check_patterns,
+    placeholders,
+    term_table,
+)
+from aiayn.errors import OptionError
+
+GlossaryLike = Glossary | Terms | Mapping | str | Path
+
+
+class Held(NamedTuple):
+    """A string a translation must hold; ``attached``: written against the character before
+    it in the source (``(%s)``), so it may be there in the translation too."""
+
+    text: str
+    attached: bool = False
+
+
+def glossary_terms(
+    glossary: GlossaryLike | None, languages: tuple[str, str] | None
+) -> Terms | None:
+    """The terms of ``glossary`` for ``languages`` (source, target): a ``Glossary``, a file
+    (JSON or TSV, ``aiayn.data.terminology``), a mapping in LibreTranslate's layout
+    (``{"de_en": {"Schraube": "bolt"}}``) or one of source terms to target terms
+    (``{"Schraube": "bolt"}``, for the model's own languages), or ``Terms`` already made."""
+    if glossary is None or isinstance(glossary, Terms):
+        return glossary
+    if isinstance(glossary, str | Path):
+        glossary = Glossary.read(glossary)
+    elif isinstance(glossary, Mapping):
+        if not any(isinstance(v, Mapping) for v in glossary.values()):
+            return Terms(term_table(glossary, "glossary"))
+        glossary = Glossary.from_mapping(glossary)
+    elif not isinstance(glossary, Glossary):
+        raise OptionError(
+            "glossary must be a file name, an aiayn.data.terminology.Glossary or a mapping "
+            f'such as {{"de_en": {{"Schraube": "bolt"}}}}, got {type(glossary).__name__}',
+            "glossary",
+        )
+    if languages is None:
+        if len(glossary.pairs) == 1:
+            return Terms(next(iter(glossary.pairs.values())))
+        raise GlossaryError(
+            f"{glossary.name}: the model does not say its languages (run.json), so a glossary "
+            "for it holds one language pair"
+        )
+    return glossary.terms(*languages)
+
+
+def text_constraints(
+    texts: Sequence[str],
+    terms: Terms | None,
+    constraints: Sequence[Sequence[str]] | None,
+    keep: Sequence[str] | None,
+) -> list[list[Held]] | None:
+    """Per text, the target strings its translation must hold: ``constraints[i]`` as given,
+    the targets of the glossary's terms in it, and the spans ``keep`` (regular expressions)
+    matches in it, each once per occurrence; None when no text has any."""
+    if constraints is not None:
+        if isinstance(constraints, str) or len(constraints) != len(texts):
+            raise OptionError(
+                f"constraints: one list of target strings per text ({len(texts)} texts)",
+                "constraints",
+            )
+        for i, cs in enumerate(constraints):
+            if isinstance(cs, str) or not all(isinstance(c, str) and c.strip() for c in cs):
+                raise OptionError(
+                    f"constraints[{i}]: a list of non-empty strings, got {cs!r}", "constraints"
+                )
+    patterns = check_patterns(keep) if keep is not None else []
+    out = []
+    for i, text in enumerate(texts):
+        held = [Held(c.strip()) for c in constraints[i]] if constraints is not None else []
+        if terms is not None:
+            held += [Held(m.target) for m in terms.find(text)]
+        if patterns:
+            held += [
+                Held(m.target, m.start > 0 and not text[m.start - 1].isspace())
+                for m in placeholders(text, patterns)
+            ]
+        out.append(held)
+    return out if any(out) else None
+
+
+def constraint_ids(tokenizer, held: Sequence[Held]) -> list[list[int]]:
+    """Each string's target tokens, as the search must place them: the tokenizer's pieces of
+    the string alone (a word of its own), less a lone word-boundary piece ("▁") before it if
+    it is ``attached`` to the word before it (``(%s)``); the tokens decode to the string."""
+    out = []
+    for h, ids in zip(held, tokenizer.encode_target([h.text for h in held]), strict=True):
+        if h.attached and len(ids) > 1 and tokenizer.id_to_piece(ids[0]) == "\u2581":
+            ids = ids[1:]
+        out.append(ids)
+    return out

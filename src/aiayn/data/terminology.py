@@ -1,0 +1,249 @@
+"""Terms a translation must use: glossaries and spans kept verbatim (placeholders).
+
+A glossary maps source terms to target terms per language pair. It is read from JSON in
+LibreTranslate's layout, ``{"de_en": {"Schraube": "bolt"}}``, or from TSV whose first line
+names the languages of its columns (``de<TAB>en``; every later line one term in each; ``#``
+starts a comment line). A source term found in a text (ignoring case, on word boundaries,
+the longest first where two overlap) makes its target a constraint on that text's
+translation, one per occurrence (``Terms.find``): the search places it
+(``aiayn.infer.constrained``). Nothing rewrites the text afterwards, so a term never mangles
+a word that contains it ("Land" -> "country" leaves "Switzerland" alone).
+
+Placeholders (``%s``, ``%(name)s``, ``{name}``, ``{0}``, ``$VAR``, ``<x/>``: ``PLACEHOLDERS``,
+a list of regular expressions a caller may extend) found in a text are constraints copied
+from the source: each is kept verbatim, once per occurrence.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiayn.errors import UserError
+
+# Placeholders of format strings and templates: printf (%s, %d, %(name)s), Python's
+# str.format ({}, {0}, {name}, {0:.2f}), shell and template variables ($VAR, ${VAR}) and
+# self-closing tags (<x/>, <br id="1"/>).
+PLACEHOLDERS: tuple[str, ...] = (
+    r"%\(\w+\)[-#0+]*\d*(?:\.\d+)?[sdifxXeEgGcr]",
+    r"%[-#0+]*\d*(?:\.\d+)?[sdifxXeEgGc](?!\w)",
+    r"\{\w*(?:[!:][^{}\s]*)?\}",
+    r"\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*",
+    r"<[A-Za-z][\w:.-]*(?:\s[^<>]*)?/>",
+)
+_PAIR = re.compile(r"^([A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)_([A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)$")
+_LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$")
+MAX_TERMS = 100_000  # per file: a glossary is read whole, every term in one expression
+
+
+class GlossaryError(UserError):
+    """A glossary that cannot be read: the message names the file and line or field."""
+
+
+@dataclass(frozen=True)
+class Glossary:
+    """Terms per language pair: ``pairs[(source, target)]`` maps a source term (as written)
+    to its target term. ``name`` is what errors call it (a file name)."""
+
+    pairs: Mapping[tuple[str, str], Mapping[str, str]]
+    name: str = "glossary"
+    _made: dict = field(default_factory=dict, compare=False, repr=False)  # pair -> Terms
+
+    @classmethod
+    def read(cls, path: Path | str) -> Glossary:
+        """A glossary file: JSON (LibreTranslate's layout) or TSV, told apart by the name's
+        ending (``.json``; ``.tsv``, ``.tab``, ``.txt``), else by the first character."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise GlossaryError(f"{path}: no such glossary file") from None
+        except UnicodeDecodeError as e:
+            raise GlossaryError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except OSError as e:
+            raise GlossaryError(f"{path}: cannot read the glossary ({e.strerror})") from None
+        suffix = path.suffix.lower()
+        if suffix == ".json" or (
+            suffix not in (".tsv", ".tab", ".txt") and text.lstrip()[:1] in "{["
+        ):
+            return cls.from_json(text, str(path))
+        return cls.from_tsv(text, str(path))
+
+    @classmethod
+    def from_json(cls, text: str, name: str = "glossary") -> Glossary:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise GlossaryError(
+                f"{name}: line {e.lineno}, column {e.colno}: not JSON ({e.msg})"
+            ) from None
+        return cls.from_mapping(data, name)
+
+    @classmethod
+    def from_mapping(cls, data, name: str = "glossary") -> Glossary:
+        """``{"de_en": {"Schraube": "bolt"}, ...}`` (LibreTranslate's layout)."""
+        if not isinstance(data, Mapping):
+            raise GlossaryError(
+                f'{name}: must be an object of language pairs, e.g. {{"de_en": {{"Schraube": '
+                f'"bolt"}}}}, got {type(data).__name__}'
+            )
+        pairs: dict[tuple[str, str], dict[str, str]] = {}
+        count = 0
+        for key, terms in data.items():
+            match = _PAIR.match(key) if isinstance(key, str) else None
+            if match is None:
+                raise GlossaryError(
+                    f'{name}: "{key}": a language pair is written source_target, e.g. "de_en"'
+                )
+            if not isinstance(terms, Mapping):
+                raise GlossaryError(
+                    f'{name}: "{key}": must be an object of terms, e.g. {{"Schraube": "bolt"}}, '
+                    f"got {type(terms).__name__}"
+                )
+            pair = (match.group(1).lower(), match.group(2).lower())
+            table = pairs.setdefault(pair, {})
+            for source, target in terms.items():
+                where = f'{name}: "{key}" -> "{source}"'
+                table[_term(source, f'{name}: "{key}": a source term')] = _term(target, where)
+                count += 1
+                if count > MAX_TERMS:
+                    raise GlossaryError(f"{name}: more than {MAX_TERMS} terms")
+        return cls(pairs, name)
+
+    @classmethod
+    def from_tsv(cls, text: str, name: str = "glossary") -> Glossary:
+        rows = [
+            (n, row)
+            for n, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t"), 1)
+            if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")
+        ]
+        if not rows:
+            raise GlossaryError(f"{name}: no terms (the first line names the languages: de\\ten)")
+        line, header = rows[0]
+        langs = [c.strip().lower() for c in header]
+        if len(langs) < 2 or not all(_LANG.match(c) for c in langs) or len(set(langs)) < len(langs):
+            raise GlossaryError(
+                f"{name}: line {line}: the first line names the languages of the columns, two or "
+                f"more different codes separated by tabs (e.g. de<TAB>en), got {header!r}"
+            )
+        if len(rows) - 1 > MAX_TERMS:
+            raise GlossaryError(f"{name}: more than {MAX_TERMS} terms")
+        pairs: dict[tuple[str, str], dict[str, str]] = {}
+        for line, row in rows[1:]:
+            if len(row) != len(langs):
+                raise GlossaryError(
+                    f"{name}: line {line}: {len(row)} columns; the first line names {len(langs)}"
+                )
+            cells = [_term(c, f"{name}: line {line}, column {i + 1}") for i, c in enumerate(row)]
+            for i, src in enumerate(langs):
+                for j, tgt in enumerate(langs):
+                    if i != j:
+                        pairs.setdefault((src, tgt), {})[cells[i]] = cells[j]
+        return cls(pairs, name)
+
+    def terms(self, source: str, target: str) -> Terms:
+        """The terms from ``source`` to ``target``; an error if the glossary has none. Made
+        once a pair (a large glossary's expression is not compiled per request)."""
+        key = (source.lower(), target.lower())
+        if key in self._made:
+            return self._made[key]
+        table = self.pairs.get(key)
+        if table is None:
+            have = ", ".join(f"{s}_{t}" for s, t in sorted(self.pairs)) or "none"
+            raise GlossaryError(
+                f"{self.name}: no terms for {source}_{target} (the model's languages); it has: "
+                f"{have}"
+            )
+        terms = self._made[key] = Terms(table)
+        return terms
+
+
+def term_table(terms: Mapping, where: str) -> dict[str, str]:
+    """``{source term: target term}`` checked: non-empty strings (``where`` names it)."""
+    if not isinstance(terms, Mapping):
+        raise GlossaryError(
+            f'{where}: must be an object of terms, e.g. {{"Schraube": "bolt"}}, got '
+            f"{type(terms).__name__}"
+        )
+    return {
+        _term(source, f"{where}: a source term"): _term(target, f'{where} -> "{source}"')
+        for source, target in terms.items()
+    }
+
+
+def _term(value, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise GlossaryError(f"{where}: a term must be a non-empty string, got {value!r}")
+    if len(value) > 500:
+        raise GlossaryError(f"{where}: a term of {len(value)} characters (at most 500)")
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class Match:
+    start: int
+    end: int
+    source: str  # as written in the text
+    target: str  # what the translation must hold
+
+
+class Terms:
+    """Source terms and their targets, matched in texts ignoring case, on word boundaries,
+    the longest first."""
+
+    def __init__(self, table: Mapping[str, str]):
+        self.targets = {s.lower(): t for s, t in table.items()}
+        ordered = sorted(self.targets, key=len, reverse=True)
+        self.pattern = (
+            re.compile(
+                r"(?<!\w)(?:" + "|".join(re.escape(s) for s in ordered) + r")(?!\w)", re.IGNORECASE
+            )
+            if ordered
+            else None
+        )
+
+    def find(self, text: str) -> list[Match]:
+        """The terms in ``text``, in order, none overlapping."""
+        if self.pattern is None:
+            return []
+        return [
+            Match(m.start(), m.end(), m.group(), self.targets[m.group().lower()])
+            for m in self.pattern.finditer(text)
+        ]
+
+
+def placeholders(text: str, patterns: Sequence[str] = PLACEHOLDERS) -> list[Match]:
+    """The spans of ``text`` that ``patterns`` (regular expressions) match, in order, none
+    overlapping (the earliest first, then the longest); each one's target is itself."""
+    found: list[Match] = []
+    for pattern in patterns:
+        found += [
+            Match(m.start(), m.end(), m.group(), m.group())
+            for m in re.finditer(pattern, text)
+            if m.end() > m.start()
+        ]
+    found.sort(key=lambda m: (m.start, -m.end))
+    out: list[Match] = []
+    for m in found:
+        if not out or m.start >= out[-1].end:
+            out.append(m)
+    return out
+
+
+def check_patterns(patterns: Sequence[str]) -> list[str]:
+    """``patterns`` as a list of valid regular expressions (an error names a bad one)."""
+    if isinstance(patterns, str):
+        raise UserError(f"keep: a list of regular expressions, got the string {patterns!r}")
+    out = []
+    for p in patterns:
+        try:
+            re.compile(p)
+        except (re.error, TypeError) as e:
+            raise UserError(f"keep: {p!r} is not a regular expression ({e})") from None
+        out.append(p)
+    return out
