@@ -260,8 +260,24 @@ def test_checkpoints_saved_while_diverging_do_not_push_out_the_last_good_one(
     with pytest.raises(FloatingPointError, match=r"Last good checkpoint: .*checkpoint-0+6\.pt"):
         trainer.fit()
     checkpoints = tmp_path / "checkpoints"
-    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)] == [6]
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)] == [5, 6]
     assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [7, 8, 9, 10, 11]
+
+
+def test_one_checkpoint_kept_still_leaves_a_good_one_when_the_newest_proves_bad(
+    sample_corpus, tmp_path
+):
+    # keep_checkpoints = 1, a checkpoint every 5 steps, the loss out of range from step 11:
+    # checkpoint 10's weights are bad, and 5 must not have been pruned when 10 was written
+    overrides = tiny_run_overrides(sample_corpus, max_steps=40, checkpoint_every=5)
+    run = load_run_config(None, overrides + ["train.keep_checkpoints=1"])
+    trainer = Trainer(run, tmp_path, progress=False)
+    trainer.objective = InflateSteps(trainer.objective, poisoned=range(11, 100))
+    with pytest.raises(FloatingPointError, match=r"Last good checkpoint: .*checkpoint-0+5\.pt"):
+        trainer.fit()
+    checkpoints = tmp_path / "checkpoints"
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_checkpoints(checkpoints)] == [5]
+    assert [ckpt.checkpoint_step(p) for p in ckpt.list_diverged(checkpoints)] == [10]
 
 
 def test_a_run_with_no_good_checkpoint_says_so_and_starts_afresh(sample_corpus, tmp_path, capsys):

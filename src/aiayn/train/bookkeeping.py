@@ -63,8 +63,10 @@ class Bookkeeping:
             "tokenizer_sha256": self.tokenizer_sha256,
         }
         # while the loss is out of range (or the gradients are not finite), older checkpoints
-        # are kept: the last good one must outlive those saved since (``set_aside_diverged``)
-        keep = 0 if self.troubled_since else self.run.train.keep_checkpoints
+        # are kept: the last good one must outlive those saved since (``set_aside_diverged``).
+        # Otherwise one more than keep_checkpoints: the newest is not known good until the
+        # next step's loss (its weights') is in range, so the one before it stays till then.
+        keep = 0 if self.troubled_since else self.run.train.keep_checkpoints + 1
         return ckpt.save_checkpoint(self.ckpt_dir, self.step, state, keep)
 
     def set_aside_diverged(self, first_bad: int, gave: str) -> str:
