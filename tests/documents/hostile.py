@@ -1,7 +1,8 @@
 """Malformed and hostile uploads, built here (no binary committed): zip bombs (plain, lying
 about their sizes, many members), XML bombs and external entities, names that climb out of
 the archive, encrypted, truncated, damaged, empty and mislabelled files. ``CASES``: (label,
-file name, bytes, what the refusal must say)."""
+file name, bytes, what the refusal must say); ``BOUNDED``: files read, not refused, whose
+cost must stay bounded all the same (label, file name, bytes)."""
 
 from __future__ import annotations
 
@@ -187,8 +188,21 @@ def cases() -> list[tuple[str, str, bytes, str]]:
     ]  # fmt: skip
 
 
+def bounded() -> list[tuple[str, str, bytes]]:
+    """Hostile files that are read (nothing in them is wrong as such) at a bounded cost:
+    (label, file name, bytes); their texts stay short."""
+    odt = samples.odt()
+    content = members_dict(odt)["content.xml"]
+    spaces = b'Das ist ein <text:s text:c="1000000"/>' * 4
+    return [
+        ("an .odt asking for 4 million spaces", "spaces.odt",
+         replaced(odt, "content.xml", content.replace(b"Das ist ein ", spaces, 1))),
+    ]  # fmt: skip
+
+
 def members_dict(data: bytes) -> dict[str, bytes]:
     return dict(members_of(data))
 
 
 CASES = cases()
+BOUNDED = bounded()
