@@ -1,0 +1,54 @@
+"""What a paragraph's runs become in .docx and .pptx files, and what is written back, with
+a translation made here (each word in capitals, aligned to itself) instead of a model's: line
+breaks, tabs and fields stay points between the words they stood between, and each link's
+runs keep their own words."""
+
+import io
+
+import pytest
+
+from aiayn import documents
+
+pytest.importorskip("docx")
+pytest.importorskip("pptx")
+
+
+def rewritten(data: bytes, name: str) -> tuple[list[str], bytes]:
+    """The texts the model would get, and the file written back with each word in capitals."""
+    opened = documents.read(data, name)
+    sentences = documents.sentences(opened, lambda text: True)
+    pairs = [(t.upper(), [(i, i) for i in range(len(t.split()))]) for t in sentences.texts]
+    return sentences.texts, documents.save(opened, sentences, pairs, name)
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_slide_line_break_and_field_stay_between_their_words():
+    import pptx
+    from lxml import etree
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    p = slide.shapes.title.text_frame.paragraphs[0]
+    p.add_run().text = "Erste Zeile hier"
+    p.add_line_break()
+    p.add_run().text = "Zweite Zeile dort"
+    drawing = "http://schemas.openxmlformats.org/drawingml/2006/main"
+    field = etree.SubElement(
+        p._p, f"{{{drawing}}}fld", id="{B6F15528-21DE-4FAA-801E-634DDDAF4B2B}", type="slidenum"
+    )
+    etree.SubElement(field, f"{{{drawing}}}t").text = "7"
+    p.add_run().text = "Seite danach"
+    out = io.BytesIO()
+    presentation.save(out)
+
+    texts, data = rewritten(out.getvalue(), "breaks.pptx")
+    assert [words(t) for t in texts] == ["Erste Zeile hier Zweite Zeile dort Seite danach"]
+    (paragraph,) = pptx.Presentation(io.BytesIO(data)).slides[0].shapes.title.text_frame.paragraphs
+    first, rest = paragraph.text.split("\v")
+    assert words(first) == "ERSTE ZEILE HIER"
+    assert words(rest.replace("7", " 7 ")) == "ZWEITE ZEILE DORT 7 SEITE DANACH"  # a field
+    kept = [etree.QName(c).localname for c in paragraph._p]
+    assert [k for k in kept if k in ("r", "br", "fld")] == ["r", "br", "r", "fld", "r"]
