@@ -52,3 +52,24 @@ def test_a_slide_line_break_and_field_stay_between_their_words():
     assert words(rest.replace("7", " 7 ")) == "ZWEITE ZEILE DORT 7 SEITE DANACH"  # a field
     kept = [etree.QName(c).localname for c in paragraph._p]
     assert [k for k in kept if k in ("r", "br", "fld")] == ["r", "br", "r", "fld", "r"]
+
+
+def test_a_word_tab_and_line_break_stay_between_their_words():
+    import docx
+
+    document = docx.Document()
+    paragraph = document.add_paragraph()
+    run = paragraph.add_run("Name:\tWert eins")
+    run.bold = True
+    run.add_break()
+    paragraph.add_run("Zeile zwei hier.").bold = True
+    out = io.BytesIO()
+    document.save(out)
+
+    texts, data = rewritten(out.getvalue(), "breaks.docx")
+    assert [words(t) for t in texts] == ["Name: Wert eins Zeile zwei hier."]
+    (paragraph,) = docx.Document(io.BytesIO(data)).paragraphs
+    first, rest = paragraph.text.split("\n")
+    assert [words(part) for part in first.split("\t")] == ["NAME:", "WERT EINS"]
+    assert words(rest) == "ZEILE ZWEI HIER."
+    assert all(run.bold for run in paragraph.runs)
