@@ -73,3 +73,46 @@ def test_a_word_tab_and_line_break_stay_between_their_words():
     assert [words(part) for part in first.split("\t")] == ["NAME:", "WERT EINS"]
     assert words(rest) == "ZEILE ZWEI HIER."
     assert all(run.bold for run in paragraph.runs)
+
+
+def test_adjacent_word_links_keep_their_own_words():
+    """Twenty paragraphs of two links each: a link is known by its element, never by the
+    id() of a proxy that lxml frees and reuses (which merged links, or split one)."""
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    document = docx.Document()
+    links = (("https://a.example/", ["erster ", "Link "]), ("https://b.example/", ["zweiter Link"]))
+    for _ in range(20):
+        paragraph = document.add_paragraph("Siehe ")
+        for url, pieces in links:
+            link = OxmlElement("w:hyperlink")
+            link.set(qn("r:id"), paragraph.part.relate_to(url, RELATIONSHIP_TYPE.HYPERLINK, True))
+            for piece in pieces:
+                run = OxmlElement("w:r")
+                text = OxmlElement("w:t")
+                text.text = piece
+                text.set(qn("xml:space"), "preserve")
+                run.append(text)
+                link.append(run)
+            paragraph._p.append(link)
+        paragraph.add_run(" und mehr.")
+    out = io.BytesIO()
+    document.save(out)
+
+    from aiayn.documents.word import _key
+
+    # the runs' keys, taken one after the other as the reader takes them: equal within a
+    # link, different between two
+    runs = list(document.paragraphs[0]._p.iter(qn("w:r")))
+    keys = [_key(r) for r in runs]
+    assert keys[1] == keys[2] and keys[2] != keys[3] and keys[0] != keys[1]
+
+    texts, data = rewritten(out.getvalue(), "links.docx")
+    assert [words(t) for t in texts] == ["Siehe erster Link zweiter Link und mehr."] * 20
+    for paragraph in docx.Document(io.BytesIO(data)).paragraphs:
+        first, second = paragraph.hyperlinks
+        assert (first.address, words(first.text)) == ("https://a.example/", "ERSTER LINK")
+        assert (second.address, words(second.text)) == ("https://b.example/", "ZWEITER LINK")

@@ -141,7 +141,7 @@ def _key(r):
         shown = b"".join(
             etree.tostring(child) for child in props if _local(child.tag) not in _SKIPPED_KEY
         )
-    return (id(link) if link is not None else None, shown)
+    return (link, shown)  # the element itself: an id() of lxml's proxy is reused once freed
 
 
 class Word:
