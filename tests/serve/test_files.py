@@ -267,6 +267,23 @@ def test_the_store_keeps_to_its_size_the_oldest_going_first(model_dirs, tmp_path
     assert folder.is_dir() and list(folder.iterdir()) == []  # a given folder stays, emptied
 
 
+def test_a_files_dir_is_one_server_s_alone(model_dirs, tmp_path):
+    """A second server on the same --files-dir is refused at start, naming it (it would
+    remove the first one's files); once the first stops, the folder is free again."""
+    from aiayn.errors import UserError
+
+    folder = tmp_path / "store"
+    with make_client(translators_only(model_dirs), files_dir=str(folder)) as c:
+        wait_ready(c)
+        response = post(c, "test.txt", b"Hallo Welt.")
+        with pytest.raises(UserError, match=f"--files-dir {folder}: in use by another"):
+            make_client(translators_only(model_dirs), files_dir=str(folder))
+        assert download(c, response).status_code == 200  # its file is still there
+    with make_client(translators_only(model_dirs), files_dir=str(folder)) as c:
+        wait_ready(c)
+        assert post(c, "test.txt", b"Hallo Welt.").status_code == 200
+
+
 def test_the_server_answers_others_while_a_document_translates(model_dirs, monkeypatch):
     """A document of 64 sentences goes to the model in 8 batches of 8, each made to take
     0.4 s more: meanwhile /health answers within 0.3 s (the event loop is never held by a

@@ -52,8 +52,8 @@ class ServeConfig:
             "file_expiry": "seconds a translated file stays downloadable",
             "files_store_bytes": "bytes of translated files kept at most (the oldest are "
             "removed first)",
-            "files_dir": "where translated files are kept (default: a temporary directory, "
-            "removed at shutdown)",
+            "files_dir": "where translated files are kept, one process's alone (default: a "
+            "temporary directory, removed at shutdown)",
         }
         return {
             f.name: (f.default, f"{helps[f.name]}; default {f.default}")
