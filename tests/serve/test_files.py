@@ -89,6 +89,26 @@ def test_api_translate_file_unsupported_language(client, source, target):
     assert response.json() == {"error": "zz is not supported"}
 
 
+@pytest.mark.parametrize(
+    "files, fields, message",
+    [
+        ([("file", ("a.txt", b"Hallo")), ("file", ("b.txt", b"Welt"))], {}, "Too many files"),
+        ([("file", ("a.txt", b"Hallo"))], {f"x{k}": "1" for k in range(20)}, "Too many fields"),
+    ],
+    ids=["two files", "twenty more fields"],
+)
+def test_a_form_past_the_route_s_limits_is_refused(client, files, fields, message):
+    """One file and 16 fields at most (the access check reads the form with these limits,
+    and the route gets that form)."""
+    data = {"source": "de", "target": "en", **fields}
+    response = client.post("/translate_file", data=data, files=files)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+    # /translate's forms keep Starlette's limits
+    many = {"q": "Hallo", "source": "de", "target": "en", **fields}
+    assert client.post("/translate", data=many).status_code == 200
+
+
 def test_api_translate_file_auto_detect_source(client):
     response = post(client, "test.txt", b"Hallo Welt.", source="auto")
     assert response.status_code == 200 and "translatedFileUrl" in response.json()

@@ -33,7 +33,7 @@ from starlette.datastructures import UploadFile
 
 from aiayn import documents
 from aiayn.errors import UserError
-from aiayn.serve.access import Guarded
+from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
@@ -263,7 +263,7 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     config = registry.config
     if config.disable_files_translation:
         raise ServeError(403, DISABLED)
-    form = await request.form(max_files=1, max_fields=16)
+    form = await request.form(**FORM_LIMITS["/translate_file"])  # as the access check read it
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise ServeError(400, "Invalid request: missing file parameter", "file")
