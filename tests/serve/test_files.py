@@ -287,6 +287,40 @@ def test_the_store_keeps_to_its_size_the_oldest_going_first(model_dirs, tmp_path
     assert folder.is_dir() and list(folder.iterdir()) == []  # a given folder stays, emptied
 
 
+def test_the_store_answers_while_a_file_is_written(tmp_path, monkeypatch):
+    """``get`` and ``purge`` (the event loop's) do not wait for a file being written: the
+    write is held here until they have answered."""
+    from aiayn.serve.files import FileStore
+
+    store = FileStore(tmp_path / "store", expiry=60, max_bytes=1_000_000)
+    writing, release = threading.Event(), threading.Event()
+    write = store._write
+
+    def held(path, data):
+        writing.set()
+        assert release.wait(60)
+        write(path, data)
+
+    monkeypatch.setattr(store, "_write", held)
+    names: list = []
+    writer = threading.Thread(target=lambda: names.append(store.put(b"x", ".txt", "a.txt", "t")))
+    writer.start()
+    try:
+        assert writing.wait(60)
+        answers: list = []
+        reader = threading.Thread(
+            target=lambda: answers.append((store.get("0" * 32 + ".txt"), store.purge()))
+        )
+        reader.start()
+        reader.join(30)
+        assert answers == [(None, None)], "get waited for the write"
+    finally:
+        release.set()
+        writer.join(60)
+    assert store.get(names[0]).size == 1
+    store.close()
+
+
 def test_a_files_dir_is_one_server_s_alone(model_dirs, tmp_path):
     """A second server on the same --files-dir is refused at start, naming it (it would
     remove the first one's files); once the first stops, the folder is free again."""

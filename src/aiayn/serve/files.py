@@ -91,17 +91,27 @@ class FileStore:
             )
         name = secrets.token_hex(16) + suffix
         path = self.directory / name
+        # written before the lock is taken (up to --max-body-bytes): ``get`` and ``purge`` run
+        # on the event loop and take it; the file is served only once registered below
+        try:
+            self._write(path, data)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         with self._lock:
             self._purge(time.monotonic())
             while self._files and self.size + len(data) > self.max_bytes:
                 oldest = min(self._files, key=lambda k: self._files[k].expires)
                 self._remove(oldest)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
             expires = time.monotonic() + self.expiry
             self._files[name] = Stored(path, download_name, media_type, len(data), expires)
         return name
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
 
     def get(self, name: str) -> Stored | None:
         with self._lock:
