@@ -1,7 +1,8 @@
 """Malformed and hostile uploads, built here (no binary committed): zip bombs (plain, lying
 about their sizes, many members), XML bombs and external entities, names that climb out of
 the archive, encrypted, truncated, damaged, empty and mislabelled files. ``CASES``: (label,
-file name, bytes, what the refusal must say)."""
+file name, bytes, what the refusal must say); ``BOUNDED``: files read, not refused, whose
+cost must stay bounded all the same (label, file name, bytes)."""
 
 from __future__ import annotations
 
@@ -181,9 +182,26 @@ def cases() -> list[tuple[str, str, bytes, str]]:
         ("NUL in text", "nul.txt", b"Guten\0Morgen", "a NUL character"),
         ("not subtitles", "words.srt", b"Das sind keine Untertitel.\n", "not SubRip"),
         ("HTML nested 10000 deep", "deep.html", b"<p>" + b"<span>" * 10000 + b"x", "nested over"),
+        ("HTML whose tags never end", "open.html", b"<a " * 70_000, "nested over"),
+        ("HTML hiding its tags behind a '<' in a value", "hidden.html",
+         b'<div title="<">' * 1000, "nested over"),
+        ("subtitles whose tags never end", "open.srt",
+         b"1\n00:00:01,000 --> 00:00:02,000\n" + b"<i " * 70_000 + b"\n", "nested over"),
         ("HTML the parser would repair", "stray.html", b"<p>gut</b></p>", "closes no element"),
         ("too large", "large.txt", b"a" * 2_000_001, "2000001 bytes; at most 2000000"),
         ("too much text", "long.txt", (b"Wort " * 12_000), "characters of text; at most 50000"),
+    ]  # fmt: skip
+
+
+def bounded() -> list[tuple[str, str, bytes]]:
+    """Hostile files that are read (nothing in them is wrong as such) at a bounded cost:
+    (label, file name, bytes); their texts stay short."""
+    odt = samples.odt()
+    content = members_dict(odt)["content.xml"]
+    spaces = b'Das ist ein <text:s text:c="1000000"/>' * 4
+    return [
+        ("an .odt asking for 4 million spaces", "spaces.odt",
+         replaced(odt, "content.xml", content.replace(b"Das ist ein ", spaces, 1))),
     ]  # fmt: skip
 
 
@@ -192,3 +210,4 @@ def members_dict(data: bytes) -> dict[str, bytes]:
 
 
 CASES = cases()
+BOUNDED = bounded()

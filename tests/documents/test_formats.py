@@ -140,6 +140,7 @@ def test_the_command_line_writes_what_the_api_writes(translator, tmp_path, capsy
         (["--file", "x.exe", "--out", "y.exe"], "--file x.exe: file format not supported"),
         (["--file", "x.txt"], "--out: --file and --out go together"),
         (["--file", "x.txt", "--out", "y.txt", "--alignment"], "--alignment does not apply"),
+        (["--file", "x.txt", "--out", "./x.txt"], "out: x.txt is the input x.txt itself"),
     ],
 )
 def test_the_command_line_refuses_clearly(translator, capsys, flags, message):
@@ -171,6 +172,16 @@ def test_a_file_is_written_in_its_own_format_and_not_over_on_failure(translator,
     assert out.read_bytes() == b"before"
     with pytest.raises(aiayn.errors.OptionError, match="written back in its own format"):
         translator.translate_file(source, tmp_path / "out.odt")
+
+
+def test_a_file_is_never_written_over_itself(translator, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"Der Hund schl\xc3\xa4ft.\n")
+    (tmp_path / "link.txt").symlink_to(source)
+    for out in (source, tmp_path / "." / "in.txt", tmp_path / "link.txt"):
+        with pytest.raises(aiayn.errors.OptionError, match=f"out: {out} is the input {source}"):
+            translator.translate_file(source, out)
+    assert source.read_bytes() == b"Der Hund schl\xc3\xa4ft.\n"
 
 
 SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")

@@ -160,3 +160,22 @@ def test_a_catalogue_naming_a_file_is_not_that_file(tmp_path):
 def test_a_broken_catalogue_names_its_line():
     with pytest.raises(documents.DocumentError, match=r"^bad\.po: not a gettext catalogue.*line"):
         documents.read(b'msgid "a"\nmsgstr "b"\n\ngarbage here\n', "bad.po")
+
+
+def test_a_catalogue_declaring_another_charset_is_written_back_in_utf8(tmp_path):
+    """ISO-8859-1 cannot hold every translation ("—", "€" is not in it): the catalogue is
+    written in UTF-8 (as its download is labelled), the header saying so."""
+    text = (
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=ISO-8859-1\\n"\n\n'
+        'msgid "Der Preis in Euro."\nmsgstr ""\n'
+    )
+    opened = documents.read(text.encode("latin-1"), "de.po")
+    sentences = documents.sentences(opened, lambda t: True)
+    data = documents.save(opened, sentences, [("The price — in €.", [(0, 0)])], "de.po")
+    out = tmp_path / "en.po"
+    out.write_bytes(data)
+    catalogue = polib.pofile(str(out))
+    assert catalogue.metadata["Content-Type"] == "text/plain; charset=UTF-8"
+    (entry,) = catalogue
+    assert entry.msgstr == "The price — in €."
+    assert data.decode("utf-8")

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from aiayn import documents
-from tests.documents.hostile import CASES, LIMITS
+from tests.documents.hostile import BOUNDED, CASES, LIMITS
 
 pytest.importorskip("docx")
 
@@ -27,6 +27,15 @@ def test_a_hostile_file_is_refused_naming_the_problem(tmp_path, monkeypatch, lab
     assert str(refused.value).startswith(f"{name}: ")
     assert message in str(refused.value)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("label, name, data", BOUNDED, ids=[c[0] for c in BOUNDED])
+def test_a_hostile_file_that_is_read_stays_small(label, name, data):
+    """Its text is what a reader sees, not what its markup asks for (4 million spaces)."""
+    from aiayn.documents.base import tree_text
+
+    opened = documents.read(data, name, documents.Limits(**LIMITS))
+    assert 0 < sum(len(tree_text(d.root)) for d in opened.documents) < 10_000
 
 
 def test_the_samples_themselves_are_read():

@@ -356,6 +356,12 @@ class Translator(LoadedModel):
                 f"input {path.name}: a document is written back in its own format",
                 "out",
             )
+        if _same_file(path, out):
+            raise OptionError(
+                f"out: {out} is the input {path} itself: the translation would replace the "
+                "document; write it to another file",
+                "out",
+            )
         opened = documents.read_file(path, limits)
         limit = self.max_text_tokens
         sentences = documents.sentences(opened, lambda t: self.token_counts([t])[0] <= limit)
@@ -412,3 +418,11 @@ class Translator(LoadedModel):
         check_search(beam, lenpen, max_len_offset)
         (text,) = text_list([text], "text")
         return translation_attention(self.model, self.tokenizer, text, beam, lenpen, max_len_offset)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (a link to it, another spelling of its path)."""
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False

@@ -69,71 +69,92 @@ def tree_text(root: ElementTree.Element) -> str:
     return "".join(root.itertext())
 
 
+@dataclass(frozen=True)
+class Point:
+    """A point among a paragraph's runs (a line break, a tab, a field): an empty element
+    ``tag`` of the tree (``br``: a line break; ``img``: anything else that breaks the words
+    around it), kept where the words around it went and never rewritten."""
+
+    tag: str
+
+
 class Runs:
     """A paragraph as runs of text, each with a formatting ``key`` (equal keys: the same
-    formatting, a link's runs sharing its key): adjacent runs of one key form a group, the
-    group of the paragraph's most common key is plain text in the tree, every other group an
-    inline element (``<span>``) around its text. ``root`` is the tree to translate; after the
-    translation is written, ``texts`` gives each run its new text: a group's text to its
-    first run, "" to the others; words the translation put outside every element go to the
-    plain group there, or where there is none, to the group before (after, at the start)."""
+    formatting, a link's runs sharing its key), and points (``Point``) between them:
+    adjacent runs of one key form a group, the group of the paragraph's most common key is
+    plain text in the tree, every other group an inline element (``<span>``) around its
+    text, a point its own element. ``root`` is the tree to translate; after the translation
+    is written, ``texts`` gives each run its new text: a group's text to its first run, ""
+    to the others (and to points); words the translation put outside every element go to
+    the plain group there, or where there is none, to the group before (after, at the
+    start)."""
 
-    def __init__(self, runs: Sequence[tuple[str, Hashable]]) -> None:
+    def __init__(self, runs: Sequence[tuple[str, Hashable] | Point]) -> None:
         self.n = len(runs)
-        groups: list[tuple[Hashable, list[int]]] = []
-        for i, (text, key) in enumerate(runs):
-            if not text:
+        groups: list[tuple[Hashable, list[int]]] = []  # a point: its own group, key the Point
+        for i, run in enumerate(runs):
+            key = run if isinstance(run, Point) else run[1]
+            if not isinstance(run, Point) and not run[0]:
                 continue
-            if groups and groups[-1][0] == key:
+            if groups and groups[-1][0] == key and not isinstance(key, Point):
                 groups[-1][1].append(i)
             else:
                 groups.append((key, [i]))
         weight: dict[Hashable, int] = {}
         for key, members in groups:
-            weight[key] = weight.get(key, 0) + sum(len(runs[i][0]) for i in members)
+            if not isinstance(key, Point):
+                weight[key] = weight.get(key, 0) + sum(len(runs[i][0]) for i in members)
         base = max(weight, key=weight.__getitem__) if weight else None
         self.root = ElementTree.Element("p")
-        # slots: where text outside the elements lands (root.text, then each span's tail),
-        # with the plain group there (None: none) and the group before it
-        self._slots: list[tuple[ElementTree.Element, str, int | None]] = []
+        # slots: where text outside the elements lands (root.text, then each element's tail),
+        # with the plain group there (None: none) and the text group before it (None: none)
+        self._slots: list[tuple[ElementTree.Element, str, int | None, int | None]] = []
         self._spans: list[tuple[ElementTree.Element, int]] = []
         slot: tuple[ElementTree.Element, str] = (self.root, "text")
         plain: int | None = None
+        before: int | None = None
         self._groups = [members for _, members in groups]
         for g, (key, members) in enumerate(groups):
+            if isinstance(key, Point):
+                self._slots.append((*slot, plain, before))
+                point = ElementTree.SubElement(self.root, key.tag)
+                slot, plain = (point, "tail"), None
+                continue
             text = "".join(runs[i][0] for i in members)
             if key == base:
                 element, attr = slot
                 setattr(element, attr, (getattr(element, attr) or "") + text)
                 plain = g
             else:
-                self._slots.append((*slot, plain))
+                self._slots.append((*slot, plain, before))
                 span = ElementTree.SubElement(self.root, "span")
                 span.text = text
                 self._spans.append((span, g))
                 slot, plain = (span, "tail"), None
-        self._slots.append((*slot, plain))
+            before = g
+        self._slots.append((*slot, plain, before))
+        self._first = next(
+            (g for g, (key, _) in enumerate(groups) if not isinstance(key, Point)), None
+        )
 
     def texts(self) -> list[str]:
         """Each run's text, read back from the written tree."""
         out = [""] * self.n
-        if not self._groups:
+        if self._first is None:
             return out
         by_group = [""] * len(self._groups)
         for span, g in self._spans:
             by_group[g] += span.text or ""
-        for k, (element, attr, plain) in enumerate(self._slots):
+        for element, attr, plain, before in self._slots:
             text = getattr(element, attr) or ""
             if not text:
                 continue
-            if plain is None:  # no plain group here: the span before (or, first, after)
-                plain = self._spans[k - 1][1] if k > 0 else self._spans[0][1]
-                if k > 0:
-                    by_group[plain] += text
-                else:
-                    by_group[plain] = text + by_group[plain]
-                continue
-            by_group[plain] += text
+            if plain is not None:
+                by_group[plain] += text
+            elif before is not None:  # no plain group here: the group before
+                by_group[before] += text
+            else:  # or, at the start, the first
+                by_group[self._first] = text + by_group[self._first]
         for members, text in zip(self._groups, by_group, strict=True):
             out[members[0]] = text
         return out

@@ -8,7 +8,8 @@ catalogue's ``Plural-Forms`` header counts (two without one): the first from ``m
 others from ``msgid_plural``. Placeholders (``%s``, ``%(name)s``, ``%d``, ``%%``,
 ``{name}``, ``{0}``) are never shown to the model: each is a point in the sentence, written
 back whole where the words around it went; a message's leading and trailing white space and
-line breaks are kept (msgfmt checks them).
+line breaks are kept (msgfmt checks them). The catalogue is written back in UTF-8, its
+header's charset saying so.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _ESCAPES = [
 ]
 _PUNCT = re.compile(r"[,.;:!?)]")
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
+_CHARSET = re.compile(r"charset\s*=\s*[^;\s]*", re.IGNORECASE)
 
 
 def placeholder_tree(text: str) -> ElementTree.Element:
@@ -132,7 +134,17 @@ class CatalogueDocument:
                 entry.msgstr_plural = dict(enumerate(forms))
             if "fuzzy" not in entry.flags:
                 entry.flags.append("fuzzy")
-        return self._catalogue.__unicode__().encode(self._catalogue.encoding or "utf-8")
+        # written as UTF-8 whatever charset the header declared (one the translation may not
+        # fit: ISO-8859-1 has no "—"), the header saying so
+        content = self._catalogue.metadata.get("Content-Type")
+        if content is not None:
+            self._catalogue.metadata["Content-Type"] = (
+                _CHARSET.sub("charset=UTF-8", content)
+                if _CHARSET.search(content)
+                else f"{content.rstrip('; ')}; charset=UTF-8"
+            )
+        self._catalogue.encoding = "utf-8"
+        return self._catalogue.__unicode__().encode("utf-8")
 
 
 def _names_a_file(text: str) -> bool:

@@ -11,7 +11,11 @@ from aiayn.documents.base import DocumentError, Limits
 from aiayn.documents.safety import check_size, decode_text
 
 MAX_DEPTH = 400  # elements open inside one another
-_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)[^>]*?(/?)>")
+# a tag's start up to its ">", or up to the next "<" (a tag left open, or a "<" inside an
+# attribute's value: counted all the same, so no value hides a tag); never scanning past a
+# "<", so each character is read once (``[^>]*`` read to the end from every "<" of a text
+# without ">": quadratic)
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)[^<>]*?(/?)(?:>|(?=<)|\Z)")
 # elements that are never open (void) or whose end tag may be left out: not counted
 _UNCOUNTED = frozenset(
     "area base br col embed hr img input link meta source track wbr p li dt dd tr td th "

@@ -21,6 +21,9 @@ from aiayn.documents.safety import open_archive, require, require_mimetype
 _TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 _INLINE = {"span": "span", "a": "a"}
 _POINTS = {"line-break": "br", "tab": "img"}  # a point that breaks the words around it
+# spaces one ``text:s`` stands for, at most: its ``text:c`` is the file's word (2e9 would be
+# 2 GB of spaces), and more than this many in a row mean layout, not words
+MAX_SPACES = 64
 
 
 class _Twin:
@@ -47,7 +50,7 @@ def _build(node, element: ElementTree.Element) -> _Twin:
             continue
         namespace, local = child.qname
         if namespace == _TEXT and local == "s":  # spaces: folded into the text around
-            add(" " * int(child.getAttribute("c") or 1))
+            add(" " * min(int(child.getAttribute("c") or 1), MAX_SPACES))
             continue
         tag = _INLINE.get(local) if namespace == _TEXT else None
         if tag is not None:

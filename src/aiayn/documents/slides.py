@@ -3,7 +3,9 @@
 Every slide's text a reader sees: text boxes and placeholders, shapes inside groups, table
 cells, and the slide's notes. Each paragraph is one text; its runs (bold, italic, a
 hyperlink, a colour) are inline elements for ``aiayn.data.markup``, each coming back around
-the words translated from its own (``Runs``). Fields (a slide number) are left as they are.
+the words translated from its own (``Runs``). A line break and a field (a slide number, a
+date: left as it is, its text not translated) are points between words, kept where the
+words around them went.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import io
 
 from aiayn.data.markup import Document
-from aiayn.documents.base import DocumentError, Limits, Runs
+from aiayn.documents.base import DocumentError, Limits, Point, Runs
 from aiayn.documents.safety import open_archive, require
 
 _DRAWING = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_POINTS = {f"{{{_DRAWING}}}br": "br", f"{{{_DRAWING}}}fld": "img"}  # kept, never rewritten
 _SKIPPED_KEY = {"lang", "altLang", "dirty", "err", "noProof", "smtClean"}  # look the same
 
 
@@ -33,16 +36,24 @@ class SlidesDocument:
     def _read(self, element) -> None:
         from pptx.text.text import _Run
 
+        r_tag = f"{{{_DRAWING}}}r"
         for p in element.iter(f"{{{_DRAWING}}}p"):
-            runs = [_Run(r, None) for r in p.iterchildren(f"{{{_DRAWING}}}r")]
-            texts = [(run.text, _key(run._r)) for run in runs]
-            if any(text.strip() for text, _ in texts):
+            runs, texts = [], []
+            for child in p.iterchildren(r_tag, *_POINTS):
+                if child.tag == r_tag:
+                    run = _Run(child, None)
+                    runs.append(run)
+                    texts.append((run.text, _key(child)))
+                else:  # a line break, a field: a point between the runs around it
+                    runs.append(None)
+                    texts.append(Point(_POINTS[child.tag]))
+            if any(not isinstance(t, Point) and t[0].strip() for t in texts):
                 self._paragraphs.append((Runs(texts), runs))
 
     def save(self) -> bytes:
         for paragraph, runs in self._paragraphs:
             for run, text in zip(runs, paragraph.texts(), strict=True):
-                if run.text != text:
+                if run is not None and run.text != text:
                     run.text = text
         out = io.BytesIO()
         self._presentation.save(out)

@@ -4,8 +4,9 @@ Every part a reader sees: the body (its tables and lists included, nested tables
 header and footer (first page, even pages), footnotes, endnotes and comments. Each paragraph
 is one text; its runs (bold, italic, a hyperlink's runs, a style) are inline elements for
 ``aiayn.data.markup``, so each comes back around the words translated from its own
-(``Runs``). A run holding more than text (a picture, a field, a footnote mark) is left as it
-is, and so is a field's result.
+(``Runs``); a tab or a line or page break is a point between words, kept where the words
+around it went. A run holding more than text (a picture, a field, a footnote mark) is left
+as it is, and so is a field's result.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from __future__ import annotations
 import io
 
 from aiayn.data.markup import Document
-from aiayn.documents.base import DocumentError, Limits, Runs
+from aiayn.documents.base import DocumentError, Limits, Point, Runs
 from aiayn.documents.safety import open_archive, require
 
 # what may stand in a run whose text python-docx rewrites (anything else stays untouched)
 _TEXT_ONLY = {"rPr", "t", "tab", "br", "cr", "noBreakHyphen", "softHyphen", "lastRenderedPageBreak"}
+# of those, the points between words (a tab, a line, column or page break): each split into
+# a run of its own, kept as it is where the words around it went
+_POINTS = {"tab": "img", "br": "br", "cr": "br"}
 _SKIPPED_KEY = {"lang", "noProof", "rFonts", "szCs", "bCs", "iCs"}  # split runs, look the same
 _PARTS = ("document.main", "header", "footer", "footnotes", "endnotes", "comments")
 
@@ -47,17 +51,25 @@ class WordDocument:
         p_tag, r_tag = qn("w:p"), qn("w:r")
         for p in element.iter(p_tag):
             runs, texts = [], []
-            for r in p.iter(r_tag):
-                if _owner(r, p_tag) is not p or _in_field(r):
+            for whole in list(p.iter(r_tag)):
+                if _owner(whole, p_tag) is not p or _in_field(whole):
                     continue
-                if all(_local(child.tag) in _TEXT_ONLY for child in r):
-                    run = Run(r, None)
-                    runs.append(run)
-                    texts.append((run.text, _key(r)))
-                else:
+                if not all(_local(child.tag) in _TEXT_ONLY for child in whole):
                     texts.append(("", None))  # kept as it is
                     runs.append(None)
-            if any(text.strip() for text, _ in texts):
+                    continue
+                for r in _split(whole):
+                    point = next(
+                        (_POINTS[_local(c.tag)] for c in r if _local(c.tag) in _POINTS), None
+                    )
+                    if point is not None:
+                        texts.append(Point(point))
+                        runs.append(None)
+                    else:
+                        run = Run(r, None)
+                        runs.append(run)
+                        texts.append((run.text, _key(r)))
+            if any(not isinstance(t, Point) and t[0].strip() for t in texts):
                 self._paragraphs.append((Runs(texts), runs))
 
     def save(self) -> bytes:
@@ -76,6 +88,35 @@ class WordDocument:
 
 def _local(tag) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _split(r) -> list:
+    """The text-only run ``r`` as runs of its text and runs of one point each (``_POINTS``),
+    each with a copy of its properties, in its place (``[r]``: no point, or only one)."""
+    from copy import deepcopy
+
+    pieces: list[list] = []
+    for child in r:
+        local = _local(child.tag)
+        if local == "rPr":
+            continue
+        if local in _POINTS or not pieces or _local(pieces[-1][0].tag) in _POINTS:
+            pieces.append([child])
+        else:
+            pieces[-1].append(child)
+    if len(pieces) <= 1:
+        return [r]
+    props = r.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}rPr")
+    out = []
+    for piece in pieces:
+        new = r.makeelement(r.tag, r.attrib)
+        if props is not None:
+            new.append(deepcopy(props))
+        new.extend(piece)  # moved out of r
+        r.addprevious(new)
+        out.append(new)
+    r.getparent().remove(r)
+    return out
 
 
 def _owner(r, p_tag):
@@ -100,7 +141,7 @@ def _key(r):
         shown = b"".join(
             etree.tostring(child) for child in props if _local(child.tag) not in _SKIPPED_KEY
         )
-    return (id(link) if link is not None else None, shown)
+    return (link, shown)  # the element itself: an id() of lxml's proxy is reused once freed
 
 
 class Word:

@@ -233,6 +233,10 @@ class Gate:
             self.keys.close()
 
 
+# a route's limits on its form (Starlette's defaults elsewhere: 1000 files, 1000 fields)
+FORM_LIMITS = {"/translate_file": {"max_files": 1, "max_fields": 16}}
+
+
 async def body_fields(request: Request) -> dict:
     """The fields of a request's body (JSON or, on LibreTranslate's routes, a form); {} for
     a body that is not an object, which the route then refuses."""
@@ -243,7 +247,8 @@ async def body_fields(request: Request) -> dict:
     if media in ("application/x-www-form-urlencoded", "multipart/form-data"):
         if request.url.path not in LIBRETRANSLATE_PATHS:
             return {}  # refused as a body by JsonBody
-        form = await request.form()
+        # parsed once (the request keeps it for the route): with the route's own limits
+        form = await request.form(**FORM_LIMITS.get(request.url.path, {}))
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
         fields: dict = {}
         for name, value in pairs:

@@ -47,6 +47,7 @@ def create_app(
     gate.check_storage()
     suggestions = SuggestionStore(frontend.suggestions_db) if frontend.suggestions else None
     registry = Registry(specs, config)
+    stored = files.claimed(config)  # a --files-dir is one process's: refused now if taken
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -69,7 +70,7 @@ def create_app(
         docs_url=None,  # docs.router serves /docs with local files
         redoc_url=None,  # its script would come from a CDN
     )
-    app.state.registry, app.state.gate = registry, gate
+    app.state.registry, app.state.gate, app.state.files = registry, gate, stored
     app.state.frontend, app.state.suggestions = frontend, suggestions
     install_error_handlers(app)
     app.include_router(docs.router)

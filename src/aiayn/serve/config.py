@@ -53,8 +53,8 @@ class ServeConfig:
             "file_expiry": "seconds a translated file stays downloadable",
             "files_store_bytes": "bytes of translated files kept at most (the oldest are "
             "removed first)",
-            "files_dir": "where translated files are kept (default: a temporary directory, "
-            "removed at shutdown)",
+            "files_dir": "where translated files are kept, one process's alone (default: a "
+            "temporary directory, removed at shutdown)",
             "glossary": "a glossary file (JSON in LibreTranslate's layout, or TSV) whose terms "
             "every translation into its language pairs uses; a request's glossary adds to it",
         }

@@ -32,7 +32,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from aiayn import documents
-from aiayn.serve.access import Guarded
+from aiayn.errors import UserError
+from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
@@ -46,6 +47,7 @@ router = APIRouter()
 FILE_JOBS = 2  # documents read, translated and written at once (the others wait)
 DISABLED = "Files translation are disabled on this server."
 STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,4}")  # the names the store generates
+LOCK = ".aiayn-files.lock"  # in a --files-dir: held by the process whose store it is
 
 
 @dataclass
@@ -60,12 +62,15 @@ class Stored:
 class FileStore:
     """Translated files in ``directory`` (a private temporary one by default, removed by
     ``close``), each under a generated name, expiring ``expiry`` seconds after it is written;
-    at most ``max_bytes`` in all (the oldest removed to make room)."""
+    at most ``max_bytes`` in all (the oldest removed to make room). A given directory is
+    this store's alone while it is open (``LOCK``, locked; another store on it is refused):
+    its files are known to this process only, and it removes the files a previous one left."""
 
     def __init__(self, directory: str | Path | None, expiry: float, max_bytes: int) -> None:
         self._owned = not directory
         self.directory = Path(directory or tempfile.mkdtemp(prefix="aiayn-files-"))
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._held = None if self._owned else _hold(self.directory)
         self.expiry, self.max_bytes = expiry, max_bytes
         self._files: dict[str, Stored] = {}
         self._lock = threading.Lock()
@@ -87,17 +92,27 @@ class FileStore:
             )
         name = secrets.token_hex(16) + suffix
         path = self.directory / name
+        # written before the lock is taken (up to --max-body-bytes): ``get`` and ``purge`` run
+        # on the event loop and take it; the file is served only once registered below
+        try:
+            self._write(path, data)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         with self._lock:
             self._purge(time.monotonic())
             while self._files and self.size + len(data) > self.max_bytes:
                 oldest = min(self._files, key=lambda k: self._files[k].expires)
                 self._remove(oldest)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
             expires = time.monotonic() + self.expiry
             self._files[name] = Stored(path, download_name, media_type, len(data), expires)
         return name
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
 
     def get(self, name: str) -> Stored | None:
         with self._lock:
@@ -124,16 +139,57 @@ class FileStore:
                 self._remove(name)
             if self._owned:
                 shutil.rmtree(self.directory, ignore_errors=True)
+            elif self._held is not None:
+                (self.directory / LOCK).unlink(missing_ok=True)  # still held: no one took it
+                os.close(self._held)
+                self._held = None
+
+
+def _hold(directory: Path) -> int:
+    """Lock ``directory`` for this process's store (the descriptor holding ``LOCK``)."""
+    import fcntl
+
+    path = directory / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise UserError(
+            f"--files-dir {directory}: cannot create {path}: {e.strerror or e}"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        why = (
+            "in use by another aiayn serve process"
+            if isinstance(e, BlockingIOError)
+            else f"cannot lock {path} ({e.strerror or e})"
+        )
+        raise UserError(
+            f"--files-dir {directory}: {why}; give each process its own --files-dir (a "
+            "process serves only the files it translated, so a download must reach the "
+            "process that translated it)"
+        ) from None
+    return fd
 
 
 class Files:
-    """The store and the turn-taking of one application (``app.state.files``)."""
+    """The store and the turn-taking of one application (``app.state.files``): made at
+    start-up when a ``--files-dir`` is given (``claimed``), at the first upload otherwise."""
 
     def __init__(self, config: ServeConfig) -> None:
         self.store = FileStore(
             config.files_dir or None, config.file_expiry, config.files_store_bytes
         )
         self.turns = asyncio.Semaphore(FILE_JOBS)
+
+
+def claimed(config: ServeConfig) -> Files | None:
+    """The store of a server given ``--files-dir``, its directory locked now (refused, naming
+    it, when another process holds it); None without one or with files translation off."""
+    if not config.files_dir or config.disable_files_translation:
+        return None
+    return Files(config)
 
 
 def files_of(request: Request) -> Files:
@@ -218,7 +274,7 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     config = registry.config
     if config.disable_files_translation:
         raise ServeError(403, DISABLED)
-    form = await request.form(max_files=1, max_fields=16)
+    form = await request.form(**FORM_LIMITS["/translate_file"])  # as the access check read it
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise ServeError(400, "Invalid request: missing file parameter", "file")
