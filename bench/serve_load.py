@@ -30,6 +30,7 @@ and says what serving a sentence over HTTP costs beyond decoding it.
 from __future__ import annotations
 
 import argparse
+import collections
 import gzip
 import http.client
 import json
@@ -37,14 +38,16 @@ import os
 import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import write_result  # noqa: E402
+from bench.common import ROOT, write_result  # noqa: E402
 from scripts.browser_check import free_port, start_server  # noqa: E402
 
 HOST = "127.0.0.1"  # the load never leaves this machine
@@ -56,7 +59,18 @@ def test_sentences(corpus: Path, n: int) -> list[str]:
     return [line for line in lines if line.strip()][:n]
 
 
-def client(port, sentences, start, count, deadline, out, barrier, beam=1):
+def request_body(route: str, texts: list[str], beam: int = 1) -> str:
+    """The JSON body of one request: LibreTranslate's ``/translate`` (``q``, the server's
+    beam) or aiayn's ``/v1/translate`` (``text``, one sentence, ``beam`` in the request)."""
+    if route == "/translate":
+        return json.dumps({"q": texts[0] if len(texts) == 1 else texts, "source": "de",
+                           "target": "en"})  # fmt: skip
+    body = {"text": texts[0]} if len(texts) == 1 else {"texts": texts}
+    return json.dumps(body if beam == 1 else {**body, "beam": beam})
+
+
+def client(port, sentences, start, count, deadline, out, barrier, beam=1, route="/v1/translate",
+           per_request=1):  # fmt: skip
     """Post ``count`` requests one after another on one keep-alive connection."""
     conn = http.client.HTTPConnection(HOST, port, timeout=120)
     barrier.wait()
@@ -64,11 +78,12 @@ def client(port, sentences, start, count, deadline, out, barrier, beam=1):
         if time.monotonic() > deadline:
             out.append(("not sent", 0.0))
             continue
-        body = {"text": sentences[(start + i) % len(sentences)]}
-        body = json.dumps(body if beam == 1 else {**body, "beam": beam})
+        first = (start + i) * per_request
+        texts = [sentences[(first + k) % len(sentences)] for k in range(per_request)]
+        body = request_body(route, texts, beam)
         t0 = time.perf_counter()
         try:
-            conn.request("POST", "/v1/translate", body, {"Content-Type": "application/json"})
+            conn.request("POST", route, body, {"Content-Type": "application/json"})
             response = conn.getresponse()
             response.read()
             status = response.status
@@ -78,6 +93,39 @@ def client(port, sentences, start, count, deadline, out, barrier, beam=1):
             conn = http.client.HTTPConnection(HOST, port, timeout=120)
         out.append((status, time.perf_counter() - t0))
     conn.close()
+
+
+def start_process(command: list[str], port: int, env: dict, ready: str) -> subprocess.Popen:
+    """``command`` (a server on ``port``) in a child process, returned once GET ``ready``
+    answers 200."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server stopped: {proc.stderr.read().decode()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{port}{ready}", timeout=5) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"{command[0]} did not become ready in 300 s")
+
+
+def start_aiayn(model_dir: Path, port: int, flags: list[str], pure_python_http=False):
+    """``aiayn serve`` from this checkout; ``pure_python_http`` hides uvloop and httptools
+    from it (uvicorn then runs h11 on asyncio's own loop)."""
+    paths = [str(ROOT / "src"), str(ROOT)]
+    if pure_python_http:
+        blocker = ROOT / "runs" / "pure-python-http"
+        blocker.mkdir(parents=True, exist_ok=True)
+        for name in ("uvloop", "httptools"):
+            (blocker / f"{name}.py").write_text(f"raise ImportError('{name} hidden')\n")
+        paths.insert(0, str(blocker))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dir), "--port", str(port)]
+    return start_process([*command, *flags], port, env, "/health")
 
 
 def process_cpu(pid: int | None = None) -> float | None:
@@ -98,19 +146,67 @@ def cpu_ms(before: float | None, after: float | None, count: int) -> float | Non
     return round((after - before) / count * 1000, 3)
 
 
-def batch_totals(port: int) -> tuple[float, float, float]:
+def metrics_text(port: int) -> str:
+    """The server's /metrics ("" where it has none: a peer)."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        text = response.read().decode(errors="replace")
+        return text if response.status == 200 else ""
+    except OSError:
+        return ""
+    finally:
+        conn.close()
+
+
+def batch_totals(port: int, text: str | None = None) -> tuple[float, float, float]:
     """(texts, model calls, seconds in model calls) the server has batched so far, from its
     /metrics."""
-    conn = http.client.HTTPConnection(HOST, port, timeout=30)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
+    text = metrics_text(port) if text is None else text
     totals = dict.fromkeys(("texts_sum", "texts_count", "duration_seconds_sum"), 0.0)
     for line in text.splitlines():
         for kind in totals:
             if line.startswith(f"aiayn_batch_{kind}{{"):
                 totals[kind] += float(line.rsplit(" ", 1)[1])
     return totals["texts_sum"], totals["texts_count"], totals["duration_seconds_sum"]
+
+
+def batch_histogram(text: str) -> dict[float, float]:
+    """The server's batch-size histogram: {upper bound: batches so far} (cumulative)."""
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("aiayn_batch_texts_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            value = float(line.rsplit(" ", 1)[1])
+            key = float("inf") if bound == "+Inf" else float(bound)
+            buckets[key] = buckets.get(key, 0.0) + value
+    return buckets
+
+
+def batch_sizes(before: str, after: str, texts: float) -> list[int]:
+    """The sizes of the batches formed between two /metrics readings, from the histogram's
+    buckets (exact where a bucket holds one size; else the bucket's batches share what the
+    exact ones leave of ``texts``)."""
+    low, high = batch_histogram(before), batch_histogram(after)
+    bounds = sorted(high)
+    sizes: list[int] = []
+    wide: list[tuple[float, float, int]] = []
+    previous, below = 0.0, 0.0
+    for bound in bounds:
+        n = int(round((high[bound] - low.get(bound, 0.0)) - below))
+        below += n
+        if n and bound - previous <= 1:
+            sizes += [int(bound)] * n
+        elif n:
+            wide.append((previous, bound, n))
+        previous = bound
+    left = texts - sum(sizes)
+    count = sum(n for _, _, n in wide)
+    for lo, hi, n in wide:  # the rest of the texts spread over the wide buckets' batches
+        size = min(max(round(left / count), int(lo) + 1), int(min(hi, 1 << 20)))
+        sizes += [size] * n
+    return sizes
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -128,20 +224,36 @@ def load(
     seconds: float,
     server_pid: int | None = None,
     beam: int = 1,
+    route: str = "/v1/translate",
+    per_request: int = 1,
 ) -> dict:
+    """``clients`` closed-loop clients, ``requests`` each of ``per_request`` sentences;
+    throughput, latency, errors, CPU and (from an aiayn server's /metrics) the batches."""
     results: list[list] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
     deadline = time.monotonic() + seconds
     threads = [
         threading.Thread(
             target=client,
-            args=(port, sentences, c * requests, requests, deadline, results[c], barrier, beam),
-        )
+            args=(
+                port,
+                sentences,
+                c * requests,
+                requests,
+                deadline,
+                results[c],
+                barrier,
+                beam,
+                route,
+                per_request,
+            ),
+        )  # fmt: skip
         for c in range(clients)
     ]
     for t in threads:
         t.start()
-    before = batch_totals(port)
+    metrics_before = metrics_text(port)
+    before = batch_totals(port, metrics_before)
     barrier.wait()
     start = time.perf_counter()
     own, server = process_cpu(), process_cpu(server_pid) if server_pid else None
@@ -149,14 +261,18 @@ def load(
         t.join()
     wall = time.perf_counter() - start
     own_after, server_after = process_cpu(), process_cpu(server_pid) if server_pid else None
-    texts, calls, in_calls = (a - b for a, b in zip(batch_totals(port), before, strict=True))
+    metrics_after = metrics_text(port)
+    totals = batch_totals(port, metrics_after)
+    texts, calls, in_calls = (a - b for a, b in zip(totals, before, strict=True))
     flat = [r for rs in results for r in rs]
     ok = [lat for status, lat in flat if status == 200]
     busy = sum(status == 503 for status, _ in flat)
     unsent = sum(status == "not sent" for status, _ in flat)
     errors = len(flat) - len(ok) - busy - unsent
-    return {
+    done = len(ok) * per_request
+    row = {
         "clients": clients,
+        "sentences_per_request": per_request,
         "requests": clients * requests,
         "ok": len(ok),
         "errors": errors,
@@ -164,18 +280,22 @@ def load(
         "not_sent_time_limit": unsent,
         "lost": clients * requests - len(flat),
         "seconds": round(wall, 3),
-        "sentences_per_s": round(len(ok) / wall, 2),
+        "sentences_per_s": round(done / wall, 2),
         "p50_s": round(percentile(ok, 0.50), 4),
         "p95_s": round(percentile(ok, 0.95), 4),
         "p99_s": round(percentile(ok, 0.99), 4),
         "mean_s": round(statistics.fmean(ok), 4) if ok else None,
-        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, len(ok)),
-        "client_cpu_ms_per_sentence": cpu_ms(own, own_after, len(ok)),
+        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, done),
+        "client_cpu_ms_per_sentence": cpu_ms(own, own_after, done),
         "mean_batch_texts": round(texts / calls, 1) if calls else None,
         # the model calls' wall time per text: decoding plus what the worker does around it
         "batch_ms_per_text": round(in_calls / texts * 1000, 3) if texts else None,
         "worker_busy": round(in_calls / wall, 2),
     }
+    if calls:
+        sizes = batch_sizes(metrics_before, metrics_after, texts)
+        row["batch_sizes"] = dict(sorted(collections.Counter(sizes).items()))
+    return row
 
 
 def direct_ctranslate2(
