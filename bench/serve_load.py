@@ -98,11 +98,14 @@ def client(port, sentences, start, count, deadline, out, barrier, beam=1, route=
 def start_process(command: list[str], port: int, env: dict, ready: str) -> subprocess.Popen:
     """``command`` (a server on ``port``) in a child process, returned once GET ``ready``
     answers 200."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = ROOT / "runs" / "serve_load" / f"{Path(command[0]).name}-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:  # its log on disk: a pipe nobody reads would stall it
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the server stopped: {proc.stderr.read().decode()[-3000:]}")
+            raise RuntimeError(f"the server stopped: {log.read_text(errors='replace')[-3000:]}")
         try:
             with urllib.request.urlopen(f"http://{HOST}:{port}{ready}", timeout=5) as r:
                 if r.status == 200:
@@ -420,6 +423,175 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     return 0
 
 
+LT_VENV = ROOT / ".venv-lt"  # scripts/libretranslate_peer.sh
+LT_ENV = ROOT / "runs" / "lt" / "env"
+# (server, its shapes of load): 1 client for latency, 16 and 64 with 1 and 8 sentences each
+PEER_LOADS = ((1, 1), (16, 1), (16, 8), (64, 1), (64, 8))
+
+
+def libretranslate_env(beam: int, tuned: bool) -> dict | None:
+    """The environment LibreTranslate runs in (scripts/libretranslate_peer.sh wrote it);
+    None where that set-up was not run."""
+    if not (LT_VENV / "bin" / "libretranslate").is_file() or not LT_ENV.is_file():
+        return None
+    env = {**os.environ, "ARGOS_BEAM_SIZE": str(beam)}
+    for line in LT_ENV.read_text().splitlines():
+        key, _, value = line.partition("=")
+        env[key] = value
+    if tuned:
+        env["ARGOS_INTRA_THREADS"] = "1"
+    return env
+
+
+def start_libretranslate(port: int, env: dict) -> subprocess.Popen:
+    command = [str(LT_VENV / "bin" / "libretranslate"), "--host", HOST, "--port", str(port),
+               "--load-only", "de,en", "--disable-web-ui"]  # fmt: skip
+    return start_process(command, port, env, "/languages")
+
+
+def inprocess(model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int) -> dict:
+    """The served engine in this process (``aiayn.load`` with the server's default engine
+    and threads, ``translate`` as the /translate route calls it) on ``sentences`` in batches
+    of the sizes the server formed (``sizes``: {size: batches})."""
+    import torch
+
+    import aiayn
+
+    if threads:
+        torch.set_num_threads(threads)
+    api = aiayn.load(model_dir)  # engine "auto", as `aiayn serve` by default
+    batches, start = [], 0
+    for size, count in sorted(sizes.items()):
+        for _ in range(count):
+            batches.append([sentences[(start + k) % len(sentences)] for k in range(int(size))])
+            start += int(size)
+    api.translate(batches[0], beam=beam, scores=False)  # warm-up (and CTranslate2's conversion)
+    passes = []  # the batches three times over; the median pass
+    for _ in range(3):
+        wall = time.perf_counter()
+        for batch in batches:
+            api.translate(batch, beam=beam, scores=False)
+        passes.append(time.perf_counter() - wall)
+    wall = statistics.median(passes)
+    done = sum(len(b) for b in batches)
+    engine = api.engines["greedy" if beam == 1 else "other"]
+    return {"engine": engine, "batches": len(batches), "sentences": done,
+            "seconds": round(wall, 3), "sentences_per_s": round(done / wall, 2),
+            "torch_threads": torch.get_num_threads()}  # fmt: skip
+
+
+def compare_peers(args, sentences: list[str]) -> int:
+    """`aiayn serve` (default flags) against LibreTranslate tuned and stock, same client,
+    sentences and loads, each server alone, interleaved; the in-process floor beside."""
+    model_dir = Path(args.model_dir)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    beams = [int(b) for b in args.beams.split(",")]
+    have_lt = libretranslate_env(1, True) is not None
+    if not have_lt:
+        print("LibreTranslate is not set up (scripts/libretranslate_peer.sh): aiayn alone")
+    names = ["aiayn"] + (["libretranslate-tuned", "libretranslate-stock"] if have_lt else [])
+    rows: list[dict] = []
+    for beam in beams:
+        for repeat in range(args.repeats):
+            order = names[repeat % len(names) :] + names[: repeat % len(names)]
+            for name in order:
+                port = free_port()
+                if name == "aiayn":
+                    flags = ["--metrics", *(["--beam", str(beam)] if beam > 1 else [])]
+                    if args.threads:
+                        flags += ["--threads", str(args.threads)]
+                    server = start_aiayn(model_dir, port, [*flags, *shlex.split(args.serve_args)])
+                else:
+                    env = libretranslate_env(beam, name.endswith("tuned"))
+                    server = start_libretranslate(port, env)
+                try:
+                    load(port, sentences, 2, 2, 60, route="/translate")  # warm-up
+                    for clients, per in PEER_LOADS:
+                        each = max(2, args.sentences // (clients * per))
+                        measured = load(port, sentences, clients, each, args.max_seconds,
+                                        server.pid, route="/translate", per_request=per)  # fmt: skip
+                        row = {"server": name, "beam": beam, "repeat": repeat, **measured}
+                        print(json.dumps(row), flush=True)
+                        rows.append(row)
+                finally:
+                    server.terminate()
+                    server.wait(60)
+    # the floor: the served engine in process at the batch sizes the server formed
+    floors = []
+    for beam in beams:
+        for clients in (16, 64):
+            served = [r for r in rows if r["server"] == "aiayn" and r["beam"] == beam
+                      and r["clients"] == clients and r["sentences_per_request"] == 1]  # fmt: skip
+            sizes: collections.Counter = collections.Counter()
+            for r in served:
+                sizes.update({int(k): v for k, v in r.get("batch_sizes", {}).items()})
+            if not sizes:
+                continue
+            floor = inprocess(model_dir, sentences, sizes, beam, args.threads)
+            floor = {"server": "aiayn in process", "beam": beam, "for_clients": clients, **floor}
+            floor["batch_sizes"] = dict(sorted(sizes.items()))
+            print(json.dumps(floor), flush=True)
+            floors.append(floor)
+    summary = peer_summary(rows, floors, beams)
+    print(json.dumps(summary))
+    write_result(
+        "serve_load",
+        {
+            "model_dir": args.model_dir,
+            "compare": "peers",
+            "request": "POST /translate (LibreTranslate's API), JSON, source de, target en",
+            "serve_args": args.serve_args or "(default flags)",
+            "server_threads": args.threads or "default",
+            "sentences_per_load": args.sentences,
+            "repeats": args.repeats,
+            "peers": (
+                "LibreTranslate 1.9.6 (argos-translate-lt 1.12.1) serving aiayn's "
+                "`aiayn export --format argos` package; tuned: ARGOS_INTRA_THREADS=1; beam: "
+                "ARGOS_BEAM_SIZE"
+                if have_lt
+                else "none: scripts/libretranslate_peer.sh was not run, aiayn alone"
+            ),
+            "load_average_1_5_15_min": {
+                "before": load_before,
+                "after": [round(x, 2) for x in os.getloadavg()],
+            },
+            "rows": rows,
+            "in_process": floors,
+            **summary,
+            "note": args.note,
+        },
+    )
+    return 0
+
+
+def peer_summary(rows: list[dict], floors: list[dict], beams: list[int]) -> dict:
+    """The ratios the bars name: aiayn over tuned (and stock) LibreTranslate at 16 clients
+    and one sentence a request, served over in-process, p50 latency at 1 client."""
+
+    def mean(server: str, beam: int, clients: int, per: int, key: str) -> float | None:
+        values = [r[key] for r in rows if r["server"] == server and r["beam"] == beam
+                  and r["clients"] == clients and r["sentences_per_request"] == per]  # fmt: skip
+        return statistics.fmean(values) if values else None
+
+    summary: dict = {"errors": sum(r["errors"] + r["lost"] for r in rows)}
+    for beam in beams:
+        tag = "greedy" if beam == 1 else f"beam{beam}"
+        ours = mean("aiayn", beam, 16, 1, "sentences_per_s")
+        for peer, suffix in (("libretranslate-tuned", ""), ("libretranslate-stock", "_stock")):
+            theirs = mean(peer, beam, 16, 1, "sentences_per_s")
+            if ours and theirs:
+                summary[f"vs_libretranslate{suffix}_{tag}"] = round(ours / theirs, 2)
+            p50, their_p50 = mean("aiayn", beam, 1, 1, "p50_s"), mean(peer, beam, 1, 1, "p50_s")
+            if p50 and their_p50:
+                summary[f"p50_1_client_vs_libretranslate{suffix}_{tag}"] = round(p50 / their_p50, 2)
+        for floor in floors:
+            if floor["beam"] == beam:
+                served = mean("aiayn", beam, floor["for_clients"], 1, "sentences_per_s")
+                key = f"served_vs_inprocess_{tag}_{floor['engine']}_{floor['for_clients']}_clients"
+                summary[key] = round(served / floor["sentences_per_s"], 2)
+    return summary
+
+
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
     flags = [*flags, *shlex.split(args.serve_args)]
@@ -450,7 +622,9 @@ def main() -> int:
     parser.add_argument("--unbatched-clients", default="1,16")
     parser.add_argument("--requests", type=int, default=8, help="requests per client")
     parser.add_argument("--max-seconds", type=float, default=180, help="per client count")
-    parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="the server's torch threads (1; --peers: default)"
+    )
     parser.add_argument("--note", default="", help="free text stored with the results")
     parser.add_argument("--beam", type=int, default=1, help="each request's beam (1: greedy)")
     parser.add_argument(
@@ -461,9 +635,22 @@ def main() -> int:
         action="store_true",
         help="compare serve --engine ctranslate2, CTranslate2 directly and serve --engine torch",
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="aiayn serve (default flags) against LibreTranslate tuned and stock "
+        "(scripts/libretranslate_peer.sh), on /translate, with the in-process floor",
+    )
+    parser.add_argument("--beams", default="1,4", help="--peers: the beams compared")
+    parser.add_argument("--repeats", type=int, default=1, help="--peers: rounds per beam")
+    parser.add_argument("--sentences", type=int, default=512, help="--peers: per load")
     args = parser.parse_args()
+    if args.threads is None:
+        args.threads = 0 if args.peers else 1
     clients = [int(c) for c in args.clients.split(",")]
     sentences = test_sentences(Path(args.corpus), 1000)
+    if args.peers:
+        return compare_peers(args, sentences)
     if args.engines:
         return compare_engines(args, clients, sentences)
     # the torch engine, as the recorded runs (serve's default is now auto; --serve-args
