@@ -451,14 +451,15 @@ def start_libretranslate(port: int, env: dict) -> subprocess.Popen:
 
 def inprocess(model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int) -> dict:
     """The served engine in this process (``aiayn.load`` with the server's default engine
-    and threads, ``translate`` as the /translate route calls it) on ``sentences`` in batches
+    and threads (``threads``, 0: the server's default), ``translate`` as the /translate route calls it) on ``sentences`` in batches
     of the sizes the server formed (``sizes``: {size: batches})."""
     import torch
 
     import aiayn
 
-    if threads:
-        torch.set_num_threads(threads)
+    from aiayn.serve.config import serving_threads
+
+    torch.set_num_threads(threads or serving_threads())  # as `aiayn serve --threads`
     api = aiayn.load(model_dir)  # engine "auto", as `aiayn serve` by default
     batches, start = [], 0
     for size, count in sorted(sizes.items()):
