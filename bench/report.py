@@ -32,6 +32,8 @@ from bench.report_sections import (  # noqa: E402
     sentiment,
     serving_engines,
     serving_load,
+    serving_peers,
+    serving_profile,
     train_precision,
     training_speed,
 )
@@ -65,6 +67,8 @@ SECTIONS = [
     data_scale,
     serving_load,
     serving_engines,
+    serving_peers,
+    serving_profile,
     ct2_beam,
     prefix,
     train_precision,

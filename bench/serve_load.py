@@ -450,13 +450,12 @@ def start_libretranslate(port: int, env: dict) -> subprocess.Popen:
 
 
 def inprocess(model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int) -> dict:
-    """The served engine in this process (``aiayn.load`` with the server's default engine
-    and threads (``threads``, 0: the server's default), ``translate`` as the /translate route calls it) on ``sentences`` in batches
-    of the sizes the server formed (``sizes``: {size: batches})."""
+    """The served engine in this process (``aiayn.load`` with the server's default engine,
+    ``threads`` as the server's --threads, ``translate`` as the /translate route calls it) on
+    ``sentences`` in batches of the sizes the server formed (``sizes``: {size: batches})."""
     import torch
 
     import aiayn
-
     from aiayn.serve.config import serving_threads
 
     torch.set_num_threads(threads or serving_threads())  # as `aiayn serve --threads`
