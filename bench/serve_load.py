@@ -46,6 +46,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the in-process floor runs this checkout's aiayn, as the servers it starts do
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from bench.common import ROOT, write_result  # noqa: E402
 from scripts.browser_check import free_port, start_server  # noqa: E402
@@ -480,6 +482,22 @@ def inprocess(model_dir: Path, sentences: list[str], sizes: dict, beam: int, thr
             "torch_threads": torch.get_num_threads()}  # fmt: skip
 
 
+def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) -> list[dict]:
+    """The served engine in process at the batch sizes of each served row of one sentence a
+    request under 16 or more clients."""
+    out = []
+    for row in served:
+        if row["clients"] < 16 or row["sentences_per_request"] != 1 or not row.get("batch_sizes"):
+            continue
+        sizes = {int(k): v for k, v in row["batch_sizes"].items()}
+        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads)
+        floor = {"server": "aiayn in process", "beam": row["beam"], "repeat": row["repeat"],
+                 "for_clients": row["clients"], **floor, "batch_sizes": row["batch_sizes"]}  # fmt: skip
+        print(json.dumps(floor), flush=True)
+        out.append(floor)
+    return out
+
+
 def compare_peers(args, sentences: list[str]) -> int:
     """`aiayn serve` (default flags) against LibreTranslate tuned and stock, same client,
     sentences and loads, each server alone, interleaved; the in-process floor beside."""
@@ -491,6 +509,7 @@ def compare_peers(args, sentences: list[str]) -> int:
         print("LibreTranslate is not set up (scripts/libretranslate_peer.sh): aiayn alone")
     names = ["aiayn"] + (["libretranslate-tuned", "libretranslate-stock"] if have_lt else [])
     rows: list[dict] = []
+    floors: list[dict] = []
     for beam in beams:
         for repeat in range(args.repeats):
             order = names[repeat % len(names) :] + names[: repeat % len(names)]
@@ -516,22 +535,8 @@ def compare_peers(args, sentences: list[str]) -> int:
                 finally:
                     server.terminate()
                     server.wait(60)
-    # the floor: the served engine in process at the batch sizes the server formed
-    floors = []
-    for beam in beams:
-        for clients in (16, 64):
-            served = [r for r in rows if r["server"] == "aiayn" and r["beam"] == beam
-                      and r["clients"] == clients and r["sentences_per_request"] == 1]  # fmt: skip
-            sizes: collections.Counter = collections.Counter()
-            for r in served:
-                sizes.update({int(k): v for k, v in r.get("batch_sizes", {}).items()})
-            if not sizes:
-                continue
-            floor = inprocess(model_dir, sentences, sizes, beam, args.threads)
-            floor = {"server": "aiayn in process", "beam": beam, "for_clients": clients, **floor}
-            floor["batch_sizes"] = dict(sorted(sizes.items()))
-            print(json.dumps(floor), flush=True)
-            floors.append(floor)
+                if name == "aiayn":  # the floor, in the same minutes as the server it floors
+                    floors += floor_rows(args, model_dir, sentences, rows[-len(PEER_LOADS) :])
     summary = peer_summary(rows, floors, beams)
     print(json.dumps(summary))
     write_result(
@@ -584,11 +589,17 @@ def peer_summary(rows: list[dict], floors: list[dict], beams: list[int]) -> dict
             p50, their_p50 = mean("aiayn", beam, 1, 1, "p50_s"), mean(peer, beam, 1, 1, "p50_s")
             if p50 and their_p50:
                 summary[f"p50_1_client_vs_libretranslate{suffix}_{tag}"] = round(p50 / their_p50, 2)
+        ratios: dict[str, list[float]] = {}  # each round's served row over its own floor
         for floor in floors:
-            if floor["beam"] == beam:
-                served = mean("aiayn", beam, floor["for_clients"], 1, "sentences_per_s")
-                key = f"served_vs_inprocess_{tag}_{floor['engine']}_{floor['for_clients']}_clients"
-                summary[key] = round(served / floor["sentences_per_s"], 2)
+            if floor["beam"] != beam:
+                continue
+            served = [r["sentences_per_s"] for r in rows if r["server"] == "aiayn"
+                      and r["beam"] == beam and r["repeat"] == floor["repeat"]
+                      and r["clients"] == floor["for_clients"]
+                      and r["sentences_per_request"] == 1]  # fmt: skip
+            key = f"served_vs_inprocess_{tag}_{floor['engine']}_{floor['for_clients']}_clients"
+            ratios.setdefault(key, []).append(served[0] / floor["sentences_per_s"])
+        summary.update({k: round(statistics.fmean(v), 2) for k, v in ratios.items()})
     return summary
 
 
