@@ -1,6 +1,7 @@
 """Serving against LibreTranslate: `serve_load.py --peers`, `aiayn serve` with its default
 flags against LibreTranslate (tuned and stock) serving aiayn's own Argos export, and the
-served engine in process at the batch sizes the server formed; the latest record per model."""
+served engine in process at the batch sizes the server formed; the latest record per model
+and set of `aiayn serve` flags."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _ratios(record: dict) -> str:
 def render(results: Path) -> str:
     parts = []
     records = [r for r in load(results, "serve_load") if r.get("compare") == "peers"]
-    for record in latest_by(records, lambda r: r["model_dir"]):
+    for record in latest_by(records, lambda r: (r["model_dir"], r.get("serve_args"))):
         rows = [
             [
                 row["server"],
@@ -61,7 +62,8 @@ def render(results: Path) -> str:
         ]
         load_avg = record.get("load_average_1_5_15_min", {})
         parts.append(
-            f"`{record['model_dir']}`, {record['request']}; {record['peers']}; "
+            f"`{record['model_dir']}`, `aiayn serve` flags: {record['serve_args']}; "
+            f"{record['request']}; {record['peers']}; "
             f"{record.get('repeats', 1)} round(s) per beam, about "
             f"{record.get('sentences_per_load', '?')} sentences per load; load average "
             f"(1, 5, 15 min) {load_avg.get('before')} before, {load_avg.get('after')} after:\n\n"
