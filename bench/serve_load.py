@@ -451,7 +451,9 @@ def start_libretranslate(port: int, env: dict) -> subprocess.Popen:
     return start_process(command, port, env, "/languages")
 
 
-def inprocess(model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int) -> dict:
+def inprocess(
+    model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int, engine="auto"
+) -> dict:
     """The served engine in this process (``aiayn.load`` with the server's default engine,
     ``threads`` as the server's --threads, ``translate`` as the /translate route calls it) on
     ``sentences`` in batches of the sizes the server formed (``sizes``: {size: batches})."""
@@ -461,7 +463,7 @@ def inprocess(model_dir: Path, sentences: list[str], sizes: dict, beam: int, thr
     from aiayn.serve.config import serving_threads
 
     torch.set_num_threads(threads or serving_threads())  # as `aiayn serve --threads`
-    api = aiayn.load(model_dir)  # engine "auto", as `aiayn serve` by default
+    api = aiayn.load(model_dir, engine=engine)  # as the server's --engine (default auto)
     batches, start = [], 0
     for size, count in sorted(sizes.items()):
         for _ in range(count):
@@ -490,7 +492,9 @@ def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) 
         if row["clients"] < 16 or row["sentences_per_request"] != 1 or not row.get("batch_sizes"):
             continue
         sizes = {int(k): v for k, v in row["batch_sizes"].items()}
-        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads)
+        flags = shlex.split(args.serve_args)
+        engine = flags[flags.index("--engine") + 1] if "--engine" in flags else "auto"
+        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads, engine)
         floor = {"server": "aiayn in process", "beam": row["beam"], "repeat": row["repeat"],
                  "for_clients": row["clients"], **floor, "batch_sizes": row["batch_sizes"]}  # fmt: skip
         print(json.dumps(floor), flush=True)
