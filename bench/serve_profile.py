@@ -11,8 +11,8 @@ record per engine to bench/results/serve_profile.jsonl.
 
     python bench/serve_profile.py models/ding-de-en --engines torch,ctranslate2
 
-``--pure-python-http`` hides uvloop and httptools from the server (uvicorn then runs h11 on
-asyncio's own loop: what ``aiayn serve`` ran before it required them).
+``--pure-python-http`` hides uvloop and httptools from the server where they are installed
+(uvicorn then runs h11 on asyncio's own loop, as where they are not).
 """
 
 from __future__ import annotations
