@@ -131,7 +131,7 @@ class Tokenizer:
         texts = list(texts)
         try:
             # text by text: sentencepiece's list calls start threads for every call (even
-            # num_threads=1), which costs a request of a few texts 100x their encoding
+            # num_threads=1), which costs a request of a few texts many times their encoding
             ids = [self.sp.encode(text) for text in texts]
         except (TypeError, UnicodeError) as e:
             raise UserError(_not_text(texts, e)) from None

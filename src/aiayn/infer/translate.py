@@ -163,7 +163,7 @@ def translate_texts(
                 model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
                 scores, prefix,
             )  # fmt: skip
-            # the batch's outputs detokenized in one call
+            # the batch's outputs detokenized together, then handed out in order
             texts_out = iter(tokenizer.decode([h.tokens for n_best in hyps for h in n_best]))
             for k, n_best in zip(chunk, hyps, strict=True):
                 out[k] = [(next(texts_out), h) for h in n_best]
