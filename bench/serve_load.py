@@ -30,6 +30,7 @@ and says what serving a sentence over HTTP costs beyond decoding it.
 from __future__ import annotations
 
 import argparse
+import collections
 import gzip
 import http.client
 import json
@@ -37,14 +38,18 @@ import os
 import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the in-process floor runs this checkout's aiayn, as the servers it starts do
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from bench.common import write_result  # noqa: E402
+from bench.common import ROOT, write_result  # noqa: E402
 from scripts.browser_check import free_port, start_server  # noqa: E402
 
 HOST = "127.0.0.1"  # the load never leaves this machine
@@ -56,7 +61,18 @@ def test_sentences(corpus: Path, n: int) -> list[str]:
     return [line for line in lines if line.strip()][:n]
 
 
-def client(port, sentences, start, count, deadline, out, barrier, beam=1):
+def request_body(route: str, texts: list[str], beam: int = 1) -> str:
+    """The JSON body of one request: LibreTranslate's ``/translate`` (``q``, the server's
+    beam) or aiayn's ``/v1/translate`` (``text``, one sentence, ``beam`` in the request)."""
+    if route == "/translate":
+        return json.dumps({"q": texts[0] if len(texts) == 1 else texts, "source": "de",
+                           "target": "en"})  # fmt: skip
+    body = {"text": texts[0]} if len(texts) == 1 else {"texts": texts}
+    return json.dumps(body if beam == 1 else {**body, "beam": beam})
+
+
+def client(port, sentences, start, count, deadline, out, barrier, beam=1, route="/v1/translate",
+           per_request=1):  # fmt: skip
     """Post ``count`` requests one after another on one keep-alive connection."""
     conn = http.client.HTTPConnection(HOST, port, timeout=120)
     barrier.wait()
@@ -64,11 +80,12 @@ def client(port, sentences, start, count, deadline, out, barrier, beam=1):
         if time.monotonic() > deadline:
             out.append(("not sent", 0.0))
             continue
-        body = {"text": sentences[(start + i) % len(sentences)]}
-        body = json.dumps(body if beam == 1 else {**body, "beam": beam})
+        first = (start + i) * per_request
+        texts = [sentences[(first + k) % len(sentences)] for k in range(per_request)]
+        body = request_body(route, texts, beam)
         t0 = time.perf_counter()
         try:
-            conn.request("POST", "/v1/translate", body, {"Content-Type": "application/json"})
+            conn.request("POST", route, body, {"Content-Type": "application/json"})
             response = conn.getresponse()
             response.read()
             status = response.status
@@ -78,6 +95,42 @@ def client(port, sentences, start, count, deadline, out, barrier, beam=1):
             conn = http.client.HTTPConnection(HOST, port, timeout=120)
         out.append((status, time.perf_counter() - t0))
     conn.close()
+
+
+def start_process(command: list[str], port: int, env: dict, ready: str) -> subprocess.Popen:
+    """``command`` (a server on ``port``) in a child process, returned once GET ``ready``
+    answers 200."""
+    log = ROOT / "runs" / "serve_load" / f"{Path(command[0]).name}-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:  # its log on disk: a pipe nobody reads would stall it
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server stopped: {log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{port}{ready}", timeout=5) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"{command[0]} did not become ready in 300 s")
+
+
+def start_aiayn(model_dir: Path, port: int, flags: list[str], pure_python_http=False):
+    """``aiayn serve`` from this checkout; ``pure_python_http`` hides uvloop and httptools
+    from it (uvicorn then runs h11 on asyncio's own loop)."""
+    paths = [str(ROOT / "src"), str(ROOT)]
+    if pure_python_http:
+        blocker = ROOT / "runs" / "pure-python-http"
+        blocker.mkdir(parents=True, exist_ok=True)
+        for name in ("uvloop", "httptools"):
+            (blocker / f"{name}.py").write_text(f"raise ImportError('{name} hidden')\n")
+        paths.insert(0, str(blocker))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dir), "--port", str(port)]
+    return start_process([*command, *flags], port, env, "/health")
 
 
 def process_cpu(pid: int | None = None) -> float | None:
@@ -98,19 +151,67 @@ def cpu_ms(before: float | None, after: float | None, count: int) -> float | Non
     return round((after - before) / count * 1000, 3)
 
 
-def batch_totals(port: int) -> tuple[float, float, float]:
+def metrics_text(port: int) -> str:
+    """The server's /metrics ("" where it has none: a peer)."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        text = response.read().decode(errors="replace")
+        return text if response.status == 200 else ""
+    except OSError:
+        return ""
+    finally:
+        conn.close()
+
+
+def batch_totals(port: int, text: str | None = None) -> tuple[float, float, float]:
     """(texts, model calls, seconds in model calls) the server has batched so far, from its
     /metrics."""
-    conn = http.client.HTTPConnection(HOST, port, timeout=30)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
+    text = metrics_text(port) if text is None else text
     totals = dict.fromkeys(("texts_sum", "texts_count", "duration_seconds_sum"), 0.0)
     for line in text.splitlines():
         for kind in totals:
             if line.startswith(f"aiayn_batch_{kind}{{"):
                 totals[kind] += float(line.rsplit(" ", 1)[1])
     return totals["texts_sum"], totals["texts_count"], totals["duration_seconds_sum"]
+
+
+def batch_histogram(text: str) -> dict[float, float]:
+    """The server's batch-size histogram: {upper bound: batches so far} (cumulative)."""
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("aiayn_batch_texts_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            value = float(line.rsplit(" ", 1)[1])
+            key = float("inf") if bound == "+Inf" else float(bound)
+            buckets[key] = buckets.get(key, 0.0) + value
+    return buckets
+
+
+def batch_sizes(before: str, after: str, texts: float) -> list[int]:
+    """The sizes of the batches formed between two /metrics readings, from the histogram's
+    buckets (exact where a bucket holds one size; else the bucket's batches share what the
+    exact ones leave of ``texts``)."""
+    low, high = batch_histogram(before), batch_histogram(after)
+    bounds = sorted(high)
+    sizes: list[int] = []
+    wide: list[tuple[float, float, int]] = []
+    previous, below = 0.0, 0.0
+    for bound in bounds:
+        n = int(round((high[bound] - low.get(bound, 0.0)) - below))
+        below += n
+        if n and bound - previous <= 1:
+            sizes += [int(bound)] * n
+        elif n:
+            wide.append((previous, bound, n))
+        previous = bound
+    left = texts - sum(sizes)
+    count = sum(n for _, _, n in wide)
+    for lo, hi, n in wide:  # the rest of the texts spread over the wide buckets' batches
+        size = min(max(round(left / count), int(lo) + 1), int(min(hi, 1 << 20)))
+        sizes += [size] * n
+    return sizes
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -128,20 +229,36 @@ def load(
     seconds: float,
     server_pid: int | None = None,
     beam: int = 1,
+    route: str = "/v1/translate",
+    per_request: int = 1,
 ) -> dict:
+    """``clients`` closed-loop clients, ``requests`` each of ``per_request`` sentences;
+    throughput, latency, errors, CPU and (from an aiayn server's /metrics) the batches."""
     results: list[list] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
     deadline = time.monotonic() + seconds
     threads = [
         threading.Thread(
             target=client,
-            args=(port, sentences, c * requests, requests, deadline, results[c], barrier, beam),
-        )
+            args=(
+                port,
+                sentences,
+                c * requests,
+                requests,
+                deadline,
+                results[c],
+                barrier,
+                beam,
+                route,
+                per_request,
+            ),
+        )  # fmt: skip
         for c in range(clients)
     ]
     for t in threads:
         t.start()
-    before = batch_totals(port)
+    metrics_before = metrics_text(port)
+    before = batch_totals(port, metrics_before)
     barrier.wait()
     start = time.perf_counter()
     own, server = process_cpu(), process_cpu(server_pid) if server_pid else None
@@ -149,14 +266,18 @@ def load(
         t.join()
     wall = time.perf_counter() - start
     own_after, server_after = process_cpu(), process_cpu(server_pid) if server_pid else None
-    texts, calls, in_calls = (a - b for a, b in zip(batch_totals(port), before, strict=True))
+    metrics_after = metrics_text(port)
+    totals = batch_totals(port, metrics_after)
+    texts, calls, in_calls = (a - b for a, b in zip(totals, before, strict=True))
     flat = [r for rs in results for r in rs]
     ok = [lat for status, lat in flat if status == 200]
     busy = sum(status == 503 for status, _ in flat)
     unsent = sum(status == "not sent" for status, _ in flat)
     errors = len(flat) - len(ok) - busy - unsent
-    return {
+    done = len(ok) * per_request
+    row = {
         "clients": clients,
+        "sentences_per_request": per_request,
         "requests": clients * requests,
         "ok": len(ok),
         "errors": errors,
@@ -164,18 +285,22 @@ def load(
         "not_sent_time_limit": unsent,
         "lost": clients * requests - len(flat),
         "seconds": round(wall, 3),
-        "sentences_per_s": round(len(ok) / wall, 2),
+        "sentences_per_s": round(done / wall, 2),
         "p50_s": round(percentile(ok, 0.50), 4),
         "p95_s": round(percentile(ok, 0.95), 4),
         "p99_s": round(percentile(ok, 0.99), 4),
         "mean_s": round(statistics.fmean(ok), 4) if ok else None,
-        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, len(ok)),
-        "client_cpu_ms_per_sentence": cpu_ms(own, own_after, len(ok)),
+        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, done),
+        "client_cpu_ms_per_sentence": cpu_ms(own, own_after, done),
         "mean_batch_texts": round(texts / calls, 1) if calls else None,
         # the model calls' wall time per text: decoding plus what the worker does around it
         "batch_ms_per_text": round(in_calls / texts * 1000, 3) if texts else None,
         "worker_busy": round(in_calls / wall, 2),
     }
+    if calls:
+        sizes = batch_sizes(metrics_before, metrics_after, texts)
+        row["batch_sizes"] = dict(sorted(collections.Counter(sizes).items()))
+    return row
 
 
 def direct_ctranslate2(
@@ -300,6 +425,188 @@ def compare_engines(args, clients: list[int], sentences: list[str]) -> int:
     return 0
 
 
+LT_VENV = ROOT / ".venv-lt"  # scripts/libretranslate_peer.sh
+LT_ENV = ROOT / "runs" / "lt" / "env"
+# (server, its shapes of load): 1 client for latency, 16 and 64 with 1 and 8 sentences each
+PEER_LOADS = ((1, 1), (16, 1), (16, 8), (64, 1), (64, 8))
+
+
+def libretranslate_env(beam: int, tuned: bool) -> dict | None:
+    """The environment LibreTranslate runs in (scripts/libretranslate_peer.sh wrote it);
+    None where that set-up was not run."""
+    if not (LT_VENV / "bin" / "libretranslate").is_file() or not LT_ENV.is_file():
+        return None
+    env = {**os.environ, "ARGOS_BEAM_SIZE": str(beam)}
+    for line in LT_ENV.read_text().splitlines():
+        key, _, value = line.partition("=")
+        env[key] = value
+    if tuned:
+        env["ARGOS_INTRA_THREADS"] = "1"
+    return env
+
+
+def start_libretranslate(port: int, env: dict) -> subprocess.Popen:
+    command = [str(LT_VENV / "bin" / "libretranslate"), "--host", HOST, "--port", str(port),
+               "--load-only", "de,en", "--disable-web-ui"]  # fmt: skip
+    return start_process(command, port, env, "/languages")
+
+
+def inprocess(
+    model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int, engine="auto"
+) -> dict:
+    """The served engine in this process (``aiayn.load`` with the server's default engine,
+    ``threads`` as the server's --threads, ``translate`` as the /translate route calls it) on
+    ``sentences`` in batches of the sizes the server formed (``sizes``: {size: batches})."""
+    import torch
+
+    import aiayn
+    from aiayn.serve.config import serving_threads
+
+    torch.set_num_threads(threads or serving_threads())  # as `aiayn serve --threads`
+    api = aiayn.load(model_dir, engine=engine)  # as the server's --engine (default auto)
+    batches, start = [], 0
+    for size, count in sorted(sizes.items()):
+        for _ in range(count):
+            batches.append([sentences[(start + k) % len(sentences)] for k in range(int(size))])
+            start += int(size)
+    api.translate(batches[0], beam=beam, scores=False)  # warm-up (and CTranslate2's conversion)
+    passes = []  # the batches three times over; the median pass
+    for _ in range(3):
+        wall = time.perf_counter()
+        for batch in batches:
+            api.translate(batch, beam=beam, scores=False)
+        passes.append(time.perf_counter() - wall)
+    wall = statistics.median(passes)
+    done = sum(len(b) for b in batches)
+    engine = api.engines["greedy" if beam == 1 else "other"]
+    return {"engine": engine, "batches": len(batches), "sentences": done,
+            "seconds": round(wall, 3), "sentences_per_s": round(done / wall, 2),
+            "torch_threads": torch.get_num_threads()}  # fmt: skip
+
+
+def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) -> list[dict]:
+    """The served engine in process at the batch sizes of each served row of one sentence a
+    request under 16 or more clients."""
+    out = []
+    for row in served:
+        if row["clients"] < 16 or row["sentences_per_request"] != 1 or not row.get("batch_sizes"):
+            continue
+        sizes = {int(k): v for k, v in row["batch_sizes"].items()}
+        flags = shlex.split(args.serve_args)
+        engine = flags[flags.index("--engine") + 1] if "--engine" in flags else "auto"
+        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads, engine)
+        floor = {"server": "aiayn in process", "beam": row["beam"], "repeat": row["repeat"],
+                 "for_clients": row["clients"], **floor, "batch_sizes": row["batch_sizes"]}  # fmt: skip
+        print(json.dumps(floor), flush=True)
+        out.append(floor)
+    return out
+
+
+def compare_peers(args, sentences: list[str]) -> int:
+    """`aiayn serve` (default flags) against LibreTranslate tuned and stock, same client,
+    sentences and loads, each server alone, interleaved; the in-process floor beside."""
+    model_dir = Path(args.model_dir)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    beams = [int(b) for b in args.beams.split(",")]
+    have_lt = libretranslate_env(1, True) is not None
+    if not have_lt:
+        print("LibreTranslate is not set up (scripts/libretranslate_peer.sh): aiayn alone")
+    names = ["aiayn"] + (["libretranslate-tuned", "libretranslate-stock"] if have_lt else [])
+    rows: list[dict] = []
+    floors: list[dict] = []
+    for beam in beams:
+        for repeat in range(args.repeats):
+            order = names[repeat % len(names) :] + names[: repeat % len(names)]
+            for name in order:
+                port = free_port()
+                if name == "aiayn":
+                    flags = ["--metrics", *(["--beam", str(beam)] if beam > 1 else [])]
+                    if args.threads:
+                        flags += ["--threads", str(args.threads)]
+                    server = start_aiayn(model_dir, port, [*flags, *shlex.split(args.serve_args)])
+                else:
+                    env = libretranslate_env(beam, name.endswith("tuned"))
+                    server = start_libretranslate(port, env)
+                try:
+                    load(port, sentences, 2, 2, 60, route="/translate")  # warm-up
+                    for clients, per in PEER_LOADS:
+                        each = max(2, args.sentences // (clients * per))
+                        measured = load(port, sentences, clients, each, args.max_seconds,
+                                        server.pid, route="/translate", per_request=per)  # fmt: skip
+                        row = {"server": name, "beam": beam, "repeat": repeat, **measured}
+                        print(json.dumps(row), flush=True)
+                        rows.append(row)
+                finally:
+                    server.terminate()
+                    server.wait(60)
+                if name == "aiayn":  # the floor, in the same minutes as the server it floors
+                    floors += floor_rows(args, model_dir, sentences, rows[-len(PEER_LOADS) :])
+    summary = peer_summary(rows, floors, beams)
+    print(json.dumps(summary))
+    write_result(
+        "serve_load",
+        {
+            "model_dir": args.model_dir,
+            "compare": "peers",
+            "request": "POST /translate (LibreTranslate's API), JSON, source de, target en",
+            "serve_args": args.serve_args or "(default flags)",
+            "server_threads": args.threads or "default",
+            "sentences_per_load": args.sentences,
+            "repeats": args.repeats,
+            "peers": (
+                "LibreTranslate 1.9.6 (argos-translate-lt 1.12.1) serving aiayn's "
+                "`aiayn export --format argos` package; tuned: ARGOS_INTRA_THREADS=1; beam: "
+                "ARGOS_BEAM_SIZE"
+                if have_lt
+                else "none: scripts/libretranslate_peer.sh was not run, aiayn alone"
+            ),
+            "load_average_1_5_15_min": {
+                "before": load_before,
+                "after": [round(x, 2) for x in os.getloadavg()],
+            },
+            "rows": rows,
+            "in_process": floors,
+            **summary,
+            "note": args.note,
+        },
+    )
+    return 0
+
+
+def peer_summary(rows: list[dict], floors: list[dict], beams: list[int]) -> dict:
+    """The ratios the bars name: aiayn over tuned (and stock) LibreTranslate at 16 clients
+    and one sentence a request, served over in-process, p50 latency at 1 client."""
+
+    def mean(server: str, beam: int, clients: int, per: int, key: str) -> float | None:
+        values = [r[key] for r in rows if r["server"] == server and r["beam"] == beam
+                  and r["clients"] == clients and r["sentences_per_request"] == per]  # fmt: skip
+        return statistics.fmean(values) if values else None
+
+    summary: dict = {"errors": sum(r["errors"] + r["lost"] for r in rows)}
+    for beam in beams:
+        tag = "greedy" if beam == 1 else f"beam{beam}"
+        ours = mean("aiayn", beam, 16, 1, "sentences_per_s")
+        for peer, suffix in (("libretranslate-tuned", ""), ("libretranslate-stock", "_stock")):
+            theirs = mean(peer, beam, 16, 1, "sentences_per_s")
+            if ours and theirs:
+                summary[f"vs_libretranslate{suffix}_{tag}"] = round(ours / theirs, 2)
+            p50, their_p50 = mean("aiayn", beam, 1, 1, "p50_s"), mean(peer, beam, 1, 1, "p50_s")
+            if p50 and their_p50:
+                summary[f"p50_1_client_vs_libretranslate{suffix}_{tag}"] = round(p50 / their_p50, 2)
+        ratios: dict[str, list[float]] = {}  # each round's served row over its own floor
+        for floor in floors:
+            if floor["beam"] != beam:
+                continue
+            served = [r["sentences_per_s"] for r in rows if r["server"] == "aiayn"
+                      and r["beam"] == beam and r["repeat"] == floor["repeat"]
+                      and r["clients"] == floor["for_clients"]
+                      and r["sentences_per_request"] == 1]  # fmt: skip
+            key = f"served_vs_inprocess_{tag}_{floor['engine']}_{floor['for_clients']}_clients"
+            ratios.setdefault(key, []).append(served[0] / floor["sentences_per_s"])
+        summary.update({k: round(statistics.fmean(v), 2) for k, v in ratios.items()})
+    return summary
+
+
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
     flags = [*flags, *shlex.split(args.serve_args)]
@@ -330,7 +637,9 @@ def main() -> int:
     parser.add_argument("--unbatched-clients", default="1,16")
     parser.add_argument("--requests", type=int, default=8, help="requests per client")
     parser.add_argument("--max-seconds", type=float, default=180, help="per client count")
-    parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="the server's torch threads (1; --peers: default)"
+    )
     parser.add_argument("--note", default="", help="free text stored with the results")
     parser.add_argument("--beam", type=int, default=1, help="each request's beam (1: greedy)")
     parser.add_argument(
@@ -341,9 +650,22 @@ def main() -> int:
         action="store_true",
         help="compare serve --engine ctranslate2, CTranslate2 directly and serve --engine torch",
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="aiayn serve (default flags) against LibreTranslate tuned and stock "
+        "(scripts/libretranslate_peer.sh), on /translate, with the in-process floor",
+    )
+    parser.add_argument("--beams", default="1,4", help="--peers: the beams compared")
+    parser.add_argument("--repeats", type=int, default=1, help="--peers: rounds per beam")
+    parser.add_argument("--sentences", type=int, default=512, help="--peers: per load")
     args = parser.parse_args()
+    if args.threads is None:
+        args.threads = 0 if args.peers else 1
     clients = [int(c) for c in args.clients.split(",")]
     sentences = test_sentences(Path(args.corpus), 1000)
+    if args.peers:
+        return compare_peers(args, sentences)
     if args.engines:
         return compare_engines(args, clients, sentences)
     # the torch engine, as the recorded runs (serve's default is now auto; --serve-args

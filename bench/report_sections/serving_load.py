@@ -28,7 +28,7 @@ def heading(record: dict) -> str:
 
 def render(results: Path) -> str:
     parts = []
-    records = [r for r in load(results, "serve_load") if r.get("compare") != "engines"]
+    records = [r for r in load(results, "serve_load") if r.get("compare") is None]
     for record in latest_by(records, lambda r: r["model_dir"]):
         rows = [
             [

@@ -422,3 +422,34 @@ def test_a_model_of_another_family_is_named_with_its_article(client):
     assert "/v1/completions needs a decoder-only model" in r.json()["error"]["message"]
     r = client.post("/v1/translate", json={"text": "Hallo", "model": "lm"})
     assert "/v1/translate needs an encoder-decoder model" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translate_under_load_answers_what_aiayn_translate_prints(
+    model_dirs, beam, monkeypatch, capsys
+):
+    """LibreTranslate's /translate with the server's default engine, requests batched
+    together: each text's translation is the line `aiayn translate` prints for it."""
+    import io
+
+    from aiayn.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(SENTENCES) + "\n"))
+    argv = ["translate", str(model_dirs["translator"]), "--beam", str(beam)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    served = {"translator": model_dirs["translator"]}
+    with make_client(served, batch_wait_ms=300, beam=beam) as client:
+        wait_ready(client)
+        sizes = []
+        queue = client.app.state.registry.queues["de-en"]
+        record = queue.on_batch
+        queue.on_batch = lambda items, jobs, s: (sizes.append(jobs), record(items, jobs, s))
+        with ThreadPoolExecutor(len(SENTENCES)) as pool:
+            body = {"source": "de", "target": "en"}
+            jobs = [
+                pool.submit(client.post, "/translate", json={"q": t, **body}) for t in SENTENCES
+            ]
+            got = [j.result().json()["translatedText"] for j in jobs]
+    assert max(sizes) > 1  # requests did share a batch
+    assert got == printed

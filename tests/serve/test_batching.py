@@ -127,3 +127,45 @@ def test_a_job_queued_behind_a_running_batch_starts_when_it_ends():
     (_, _, first_end), (second_start, items, _) = runs
     assert items == ["b"]
     assert second_start - first_end < 0.2  # not another 0.3 s of waiting
+
+
+def _closed_loop(queue, run, runs, first: list, behind: list, back: int):
+    """``first`` jobs run as a batch; ``behind`` are queued while it runs; once it is
+    answered, ``back`` of its clients send their next job at once (closed-loop clients)."""
+
+    async def main():
+        started = [queue.submit([x], run, "k")[1] for x in first]
+        while not runs:  # the first batch has started
+            await asyncio.sleep(0.005)
+        waiting = [queue.submit([x], run, "k")[1] for x in behind]
+        await asyncio.gather(*started)
+        returned = [queue.submit([f"again {k}"], run, "k")[1] for k in range(back)]
+        await asyncio.gather(*waiting, *returned)
+
+    try:
+        asyncio.run(main())
+    finally:
+        queue.close()
+
+
+def test_a_batch_smaller_than_the_one_answered_waits_for_its_clients():
+    # the batch runs 5x the wait: short; the job left behind it would otherwise run alone
+    queue, run, runs = _timed_queue(max_wait=0.1, hold=0.5)
+    _closed_loop(queue, run, runs, ["a", "b", "c"], ["x"], back=2)
+    assert [len(items) for _, items, _ in runs] == [3, 3]
+    assert runs[1][1] == ["x", "again 0", "again 1"]
+
+
+def test_after_a_long_batch_the_next_waits_for_all_of_its_clients():
+    # the batch runs 15x the wait: long; two cohorts of two would otherwise alternate
+    queue, run, runs = _timed_queue(max_wait=0.02, hold=0.3)
+    _closed_loop(queue, run, runs, ["a", "b"], ["x", "y"], back=2)
+    assert [len(items) for _, items, _ in runs] == [2, 4]
+
+
+def test_after_a_short_batch_cohorts_as_large_as_it_start_at_once():
+    queue, run, runs = _timed_queue(max_wait=0.1, hold=0.5)
+    _closed_loop(queue, run, runs, ["a", "b"], ["x", "y"], back=2)
+    (_, _, first_end), (second_start, items, _) = runs[:2]
+    assert items == ["x", "y"]  # the returning clients form the next batch
+    assert second_start - first_end < 0.08  # no wait for them

@@ -186,3 +186,15 @@ def test_accepted_connections_send_without_waiting_for_acks():
         return value
 
     assert asyncio.run(nodelay_of_accepted()) != 0
+
+
+def test_decoding_threads_default_to_the_usable_cores_less_one(monkeypatch):
+    from aiayn.serve.config import serving_threads
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
+    assert serving_threads() == 5  # one core left to the event loop
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3}, raising=False)
+    assert serving_threads() == 1  # at least one
+    monkeypatch.delattr("os.sched_getaffinity", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert serving_threads() == 3  # no affinity here: the machine's cores

@@ -29,7 +29,11 @@ def add_serve(sub) -> None:
         "probabilities averaged",
     )
     p.add_argument(
-        "--threads", type=int_range(0), default=0, help="torch threads (0 = torch's default)"
+        "--threads",
+        type=int_range(0),
+        default=0,
+        help="decoding threads, torch's and CTranslate2's (0: the cores this process may use, "
+        "less one for the HTTP side, at least 1)",
     )
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -128,7 +132,7 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import dataclasses
 
-    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.config import ServeConfig, serving_threads
 
     try:
         from aiayn.serve.server import model_specs, run_server
@@ -151,10 +155,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         from aiayn.data.terminology import Glossary
 
         Glossary.read(config.glossary)
-    if args.threads:
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or serving_threads())
     specs = model_specs(
         args.model_dir,
         args.name,

@@ -130,7 +130,9 @@ class Tokenizer:
         """
         texts = list(texts)
         try:
-            ids = self.sp.encode(texts)
+            # text by text: sentencepiece's list calls start threads for every call (even
+            # num_threads=1), which costs a request of a few texts many times their encoding
+            ids = [self.sp.encode(text) for text in texts]
         except (TypeError, UnicodeError) as e:
             raise UserError(_not_text(texts, e)) from None
         head, tail = [BOS] if bos else [], [EOS] if eos else []
@@ -149,7 +151,7 @@ class Tokenizer:
                 seq = seq[: seq.index(EOS)]
             clean.append([t for t in seq if t not in (PAD, BOS, MASK)])
         _check_ids(clean, self.vocab_size)
-        return self.sp.decode(clean)
+        return [self.sp.decode(seq) for seq in clean]  # text by text, as ``encode``
 
     @property
     def folds_case(self) -> bool:

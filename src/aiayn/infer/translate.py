@@ -218,9 +218,10 @@ def translate_texts(
                 model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
                 scores, prefix, [held[k] for k in chunk] if bound[chunk[0]] else None, inword,
             )  # fmt: skip
+            # the batch's outputs detokenized together, then handed out in order
+            texts_out = iter(tokenizer.decode([h.tokens for n_best in hyps for h in n_best]))
             for k, n_best in zip(chunk, hyps, strict=True):
-                texts_out = tokenizer.decode([h.tokens for h in n_best])
-                out[k] = list(zip(texts_out, n_best, strict=True))
+                out[k] = [(next(texts_out), h) for h in n_best]
     return out, truncated
 
 

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 from aiayn.config.fields import _check_float, _check_int
+
+
+def serving_threads() -> int:
+    """The decoding threads ``aiayn serve`` takes by default: the cores this process may use
+    (its CPU affinity, not the machine's count), less one for the HTTP side (the event loop,
+    parsing, tokenizing, JSON), at least one. Decoding on every core leaves the event loop to
+    steal from its threads, each of which then waits for the others at every operation."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS, Windows)
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from aiayn.serve.models import ModelSpec, ServedModel
 log = logging.getLogger("aiayn.serve")
 
 TRANSLATOR, ENCODER, DECODER = "encoder-decoder", "encoder-only", "decoder-only"
+# batch sizes: one bucket per size up to 16 (a bench reads the sizes back), then coarser
+BATCH_BUCKETS = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 96, 128, 192, 256)
 
 
 class Metrics:
@@ -42,7 +44,7 @@ class Metrics:
             "aiayn_batch_texts",
             "texts per batched model call",
             ["model"],
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
         self.batch_seconds = Histogram(

@@ -10,7 +10,9 @@ from fastapi import Depends, Request
 from aiayn.serve.registry import Registry
 
 
-def registry_of(request: Request) -> Registry:
+async def registry_of(request: Request) -> Registry:
+    """The app's registry. A coroutine: FastAPI runs a plain function dependency on its
+    thread pool, a hop to another thread and back on every request."""
     return request.app.state.registry
 
 
