@@ -43,7 +43,9 @@ def download(client, response):
 
 
 def store_of(client) -> Path:
-    return client.app.state.files.store.directory
+    from aiayn.serve.files import app_files
+
+    return app_files(client.app).store.directory  # made here if no upload came first
 
 
 # --- LibreTranslate's tests (tests/test_api/test_api_translate_file.py), over HTTP ---------

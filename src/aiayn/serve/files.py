@@ -193,7 +193,12 @@ def claimed(config: ServeConfig) -> Files | None:
 
 
 def files_of(request: Request) -> Files:
-    state = request.app.state
+    return app_files(request.app)
+
+
+def app_files(app) -> Files:
+    """The store of ``app``, made at its first use when no ``--files-dir`` made it at start."""
+    state = app.state
     if getattr(state, "files", None) is None:
         state.files = Files(state.registry.config)
     return state.files
