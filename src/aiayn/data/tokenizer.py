@@ -135,6 +135,11 @@ class Tokenizer:
             ids = [self.sp.encode(text) for text in texts]
         except (TypeError, UnicodeError) as e:
             raise UserError(_not_text(texts, e)) from None
+        except RuntimeError as e:  # one text at a time, pybind11 cannot cast a lone surrogate
+            why = _not_text(texts, e)
+            if why.startswith("the texts cannot"):  # not the text's fault
+                raise
+            raise UserError(why) from None
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + x + tail for x in ids]
 
