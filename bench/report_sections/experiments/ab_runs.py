@@ -30,7 +30,7 @@ def render(results: Path) -> str:
     train = latest_by(load(results, "train_loss_ab"), lambda r: (r["before"], r["preset"]))
     rows += [
         [
-            "label-smoothed loss without an (n, V) mask",
+            r.get("note", "label-smoothed loss without an (n, V) mask"),  # the first such run
             f"training step, {r['preset']} preset",
             f"`{r['before']}` -> the change",
             f"{1 / r['median_ratio']:.2f}x",
