@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from aiayn.errors import UserError
 from tests.serve.conftest import make_client, wait_ready
 
 TEXTS = ["Die Schraube ist locker.", "Das Haus ist alt."]
@@ -36,6 +37,21 @@ def test_the_servers_glossary_applies_to_documents_too(client):
     url = r.json()["translatedFileUrl"]
     text = client.get(url[url.index("/download_file/") :]).text
     assert "bolt" in text.splitlines()[0]
+
+
+def test_the_servers_glossary_is_read_once_at_start(model_dirs, tmp_path):
+    """Read when the app is made (a bad file fails then), never again: a file that is gone
+    later (a pipe, a rotated file) still gives its terms."""
+    path = tmp_path / "terms.json"
+    path.write_text(json.dumps({"de_en": {"Schraube": "bolt"}}))
+    with make_client({"de-en": model_dirs["translator"]}, glossary=str(path)) as c:
+        wait_ready(c)
+        path.unlink()
+        r = c.post("/translate", json={"q": TEXTS[0], "source": "de", "target": "en"})
+        assert r.status_code == 200 and "bolt" in r.json()["translatedText"], r.text
+    path.write_text("{")
+    with pytest.raises(UserError, match="terms.json"):
+        make_client({"de-en": model_dirs["translator"]}, glossary=str(path))
 
 
 def test_a_requests_glossary_adds_to_the_servers(client):

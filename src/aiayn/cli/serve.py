@@ -151,10 +151,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(FrontendConfig)}
     )
     check_placement(args)
-    if config.glossary:  # a bad glossary fails before any model loads
-        from aiayn.data.terminology import Glossary
-
-        Glossary.read(config.glossary)
     import torch
 
     torch.set_num_threads(args.threads or serving_threads())

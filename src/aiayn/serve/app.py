@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from aiayn.data.terminology import Glossary
 from aiayn.serve import docs, files
 from aiayn.serve.access import AccessConfig, Gate
 from aiayn.serve.config import FrontendConfig, ServeConfig
@@ -47,6 +48,8 @@ def create_app(
     gate.check_storage()
     suggestions = SuggestionStore(frontend.suggestions_db) if frontend.suggestions else None
     registry = Registry(specs, config)
+    # the server's glossary, read once now: a bad file fails before any model loads
+    glossary = Glossary.read(config.glossary) if config.glossary else None
     stored = files.claimed(config)  # a --files-dir is one process's: refused now if taken
 
     @asynccontextmanager
@@ -72,6 +75,7 @@ def create_app(
     )
     app.state.registry, app.state.gate, app.state.files = registry, gate, stored
     app.state.frontend, app.state.suggestions = frontend, suggestions
+    app.state.glossary = glossary
     install_error_handlers(app)
     app.include_router(docs.router)
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit

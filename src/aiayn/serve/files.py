@@ -299,7 +299,7 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     data = await upload.read()
     files = files_of(request)
     async with files.turns:
-        stored = await _translate(data, name, fmt, model, registry)
+        stored = await _translate(data, name, fmt, model, registry, request.app.state.glossary)
         key = await run_in_threadpool(
             files.store.put, stored, fmt.extensions[0], name, fmt.media_type
         )
@@ -307,7 +307,9 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     return {"translatedFileUrl": str(request.url_for("download_file", name=key))}
 
 
-async def _translate(data: bytes, name: str, fmt, model: ServedModel, registry: Registry) -> bytes:
+async def _translate(
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, glossary
+) -> bytes:
     config = registry.config
     limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
         max_bytes=config.max_body_bytes,
@@ -328,7 +330,7 @@ async def _translate(data: bytes, name: str, fmt, model: ServedModel, registry: 
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
     options = dict(beam=config.beam)
-    terms = request_terms(model, None, config.glossary)  # the server's glossary, if any
+    terms = request_terms(model, None, glossary)  # the server's glossary, if any
     kind = "translate-aligned" if aligned else "translate-document"
     key = (kind, tuple(sorted(options.items())), terms_key(terms))
     results = []

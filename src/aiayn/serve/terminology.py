@@ -12,31 +12,19 @@ from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
 
 
-@functools.cache
-def server_glossary(path: str) -> Glossary:
-    """The glossary file ``aiayn serve --glossary`` names, read once."""
-    return Glossary.read(path)
-
-
-def request_terms(model: ServedModel, given: Mapping | None, path: str) -> Terms | None:
-    """The terms a request's translations hold: the server's glossary (``path``; "" for
-    none) for ``model``'s languages, with the request's ``given`` terms over them
-    (``{"Schraube": "bolt"}``, checked by the request's schema first). A bad request
+def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary | None):
+    """The terms a request's translations hold: the server's ``glossary`` (read once at
+    start; None: none) for ``model``'s languages, with the request's ``given`` terms over
+    them (``{"Schraube": "bolt"}``, checked by the request's schema first). A bad request
     glossary is a 422 naming the field."""
     source, target = model.languages or ("", "")
+    pair = (source.lower(), target.lower())
+    served = glossary is not None and pair in glossary.pairs
     if not given:
-        return _server_terms(path, source.lower(), target.lower()) if path else None
-    table: dict[str, str] = {}
-    if path:
-        table.update(server_glossary(path).pairs.get((source.lower(), target.lower()), {}))
+        return glossary.terms(*pair) if served else None  # made once a pair, by the glossary
+    table: dict[str, str] = dict(glossary.pairs[pair]) if served else {}
     table.update(_given(given, source, target))
     return _terms(tuple(sorted(table.items())))
-
-
-@functools.cache
-def _server_terms(path: str, source: str, target: str) -> Terms | None:
-    table = server_glossary(path).pairs.get((source, target))
-    return Terms(table) if table else None
 
 
 def _given(given: Mapping, source: str, target: str) -> dict[str, str]:

@@ -129,7 +129,7 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
     req = await libretranslate_body(request, s.LibreTranslateRequest)
     texts = libretranslate_texts(req.q, caller)
     model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = request_terms(model, req.glossary, config.glossary)
+    terms = request_terms(model, req.glossary, request.app.state.glossary)
     if req.format == "html":
         return await _translate_html(req, model, registry, caller, terms)
     limit = request.app.state.frontend.alternatives_limit

@@ -63,7 +63,7 @@ async def metrics(request: Request, registry: Models):
 
 
 @router.post("/v1/translate", response_model=s.TranslateResponse)
-async def translate(req: s.TranslateRequest, registry: Models, caller: Guarded):
+async def translate(req: s.TranslateRequest, request: Request, registry: Models, caller: Guarded):
     """n-best translations with their scores (greedy search when ``beam`` is 1: no score)."""
     model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
     texts = texts_of(req.text, "text", caller)
@@ -73,7 +73,7 @@ async def translate(req: s.TranslateRequest, registry: Models, caller: Guarded):
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, texts, req.text, "text")
     check_prefix(req.prefix, registry.config)
-    terms = request_terms(model, req.glossary, registry.config.glossary)
+    terms = request_terms(model, req.glossary, request.app.state.glossary)
     options = req.model_dump(exclude={"model", "text", "prefix", "glossary"})
     greedy = req.beam == 1 and req.nbest == 1  # answered without scores
     results = await registry.run(
