@@ -134,10 +134,10 @@ class Tokenizer:
             # num_threads=1), which costs a request of a few texts many times their encoding
             ids = [self.sp.encode(text) for text in texts]
         except (TypeError, UnicodeError) as e:
-            raise UserError(_not_text(texts, e)) from None
-        except RuntimeError as e:  # one text at a time, pybind11 cannot cast a lone surrogate
-            why = _not_text(texts, e)
-            if why.startswith("the texts cannot"):  # not the text's fault
+            raise UserError(_not_text(texts) or f"the texts cannot be tokenized ({e})") from None
+        except RuntimeError:  # one text at a time, pybind11 cannot cast a lone surrogate
+            why = _not_text(texts)
+            if why is None:  # not the text's fault
                 raise
             raise UserError(why) from None
         head, tail = [BOS] if bos else [], [EOS] if eos else []
@@ -196,8 +196,9 @@ def warn_unknown_characters(tokenizer, texts: list[str], where: str) -> None:
         )
 
 
-def _not_text(texts: list, error: Exception) -> str:
-    """Which of ``texts`` cannot be tokenized: not a string, or not encodable as UTF-8."""
+def _not_text(texts: list) -> str | None:
+    """Which of ``texts`` cannot be tokenized: not a string, or not encodable as UTF-8
+    (None: each is text)."""
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             return f"text {i + 1} is a {type(text).__name__}, not a string"
@@ -208,7 +209,7 @@ def _not_text(texts: list, error: Exception) -> str:
                 f"text {i + 1} holds {text[e.start]!r} at position {e.start + 1}, which is not "
                 "a Unicode character (a lone surrogate: bytes read with errors='surrogateescape'?)"
             )
-    return f"the texts cannot be tokenized ({error})"
+    return None
 
 
 def _check_ids(ids: list[list[int]], vocab_size: int) -> None:
@@ -248,7 +249,7 @@ class CharTokenizer:
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
         texts = list(texts)
         if not all(isinstance(t, str) for t in texts):
-            raise UserError(_not_text(texts, TypeError("not a string")))
+            raise UserError(_not_text(texts))  # a text that is not a string: named
         head, tail = [BOS] if bos else [], [EOS] if eos else []
         return [head + [self.index.get(c, UNK) for c in t] + tail for t in texts]
 

@@ -23,11 +23,11 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
     if not given:
         return glossary.terms(*pair) if served else None  # made once a pair, by the glossary
     table: dict[str, str] = dict(glossary.pairs[pair]) if served else {}
-    table.update(_given(given, source, target))
+    table.update(_given(given))
     return _terms(tuple(sorted(table.items())))
 
 
-def _given(given: Mapping, source: str, target: str) -> dict[str, str]:
+def _given(given: Mapping) -> dict[str, str]:
     try:
         return term_table(given, "glossary")
     except GlossaryError as e:
