@@ -100,19 +100,11 @@ class Glossary:
                 raise GlossaryError(
                     f'{name}: "{key}": a language pair is written source_target, e.g. "de_en"'
                 )
-            if not isinstance(terms, Mapping):
-                raise GlossaryError(
-                    f'{name}: "{key}": must be an object of terms, e.g. {{"Schraube": "bolt"}}, '
-                    f"got {type(terms).__name__}"
-                )
-            pair = (match.group(1).lower(), match.group(2).lower())
-            table = pairs.setdefault(pair, {})
-            for source, target in terms.items():
-                where = f'{name}: "{key}" -> "{source}"'
-                table[_term(source, f'{name}: "{key}": a source term')] = _term(target, where)
-                count += 1
-                if count > MAX_TERMS:
-                    raise GlossaryError(f"{name}: more than {MAX_TERMS} terms")
+            table = term_table(terms, f'{name}: "{key}"')  # the checks a request's get
+            pairs.setdefault((match.group(1).lower(), match.group(2).lower()), {}).update(table)
+            count += len(table)
+            if count > MAX_TERMS:
+                raise GlossaryError(f"{name}: more than {MAX_TERMS} terms")
         return cls(pairs, name)
 
     @classmethod
