@@ -452,18 +452,29 @@ def start_libretranslate(port: int, env: dict) -> subprocess.Popen:
 
 
 def inprocess(
-    model_dir: Path, sentences: list[str], sizes: dict, beam: int, threads: int, engine="auto"
+    model_dir: Path,
+    sentences: list[str],
+    sizes: dict,
+    beam: int,
+    threads: int,
+    engine="auto",
+    decoders: int = 0,
 ) -> dict:
     """The served engine in this process (``aiayn.load`` with the server's default engine,
-    ``threads`` as the server's --threads, ``translate`` as the /translate route calls it) on
-    ``sentences`` in batches of the sizes the server formed (``sizes``: {size: batches})."""
+    ``threads`` and ``decoders`` as the server's --threads and --decoders, ``translate`` as
+    the /translate route calls it) on ``sentences`` in batches of the sizes the server
+    formed (``sizes``: {size: batches}), ``decoders`` batches at a time as the server's
+    workers take them."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import torch
 
     import aiayn
-    from aiayn.serve.config import serving_threads
+    from aiayn.serve.config import serving_decoders, serving_threads
 
-    torch.set_num_threads(threads or serving_threads())  # as `aiayn serve --threads`
-    api = aiayn.load(model_dir, engine=engine)  # as the server's --engine (default auto)
+    decoders = decoders or serving_decoders()
+    torch.set_num_threads(threads or serving_threads(decoders))  # as `aiayn serve --threads`
+    api = aiayn.load(model_dir, engine=engine, decoders=decoders)  # as the server's --engine
     batches, start = [], 0
     for size, count in sorted(sizes.items()):
         for _ in range(count):
@@ -471,17 +482,17 @@ def inprocess(
             start += int(size)
     api.translate(batches[0], beam=beam, scores=False)  # warm-up (and CTranslate2's conversion)
     passes = []  # the batches three times over; the median pass
-    for _ in range(3):
-        wall = time.perf_counter()
-        for batch in batches:
-            api.translate(batch, beam=beam, scores=False)
-        passes.append(time.perf_counter() - wall)
+    with ThreadPoolExecutor(decoders) as workers:
+        for _ in range(3):
+            wall = time.perf_counter()
+            list(workers.map(lambda batch: api.translate(batch, beam=beam, scores=False), batches))
+            passes.append(time.perf_counter() - wall)
     wall = statistics.median(passes)
     done = sum(len(b) for b in batches)
-    engine = api.engines["greedy" if beam == 1 else "other"]
+    engine = api.engines["greedy" if beam == 1 else "beam"]
     return {"engine": engine, "batches": len(batches), "sentences": done,
             "seconds": round(wall, 3), "sentences_per_s": round(done / wall, 2),
-            "torch_threads": torch.get_num_threads()}  # fmt: skip
+            "torch_threads": torch.get_num_threads(), "decoders": decoders}  # fmt: skip
 
 
 def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) -> list[dict]:
@@ -494,7 +505,8 @@ def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) 
         sizes = {int(k): v for k, v in row["batch_sizes"].items()}
         flags = shlex.split(args.serve_args)
         engine = flags[flags.index("--engine") + 1] if "--engine" in flags else "auto"
-        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads, engine)
+        decoders = int(flags[flags.index("--decoders") + 1]) if "--decoders" in flags else 0
+        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads, engine, decoders)
         floor = {"server": "aiayn in process", "beam": row["beam"], "repeat": row["repeat"],
                  "for_clients": row["clients"], **floor, "batch_sizes": row["batch_sizes"]}  # fmt: skip
         print(json.dumps(floor), flush=True)

@@ -4,6 +4,7 @@ ctranslate2 | argos``, on a copy of the shipped model: the same answers as the t
 import io
 import json
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -162,23 +163,30 @@ def _test_sentences(n: int) -> list[str]:
     return raw.decode().splitlines()[:n]
 
 
-def test_the_default_engine_is_auto_ctranslate2_for_greedy_search(shipped):
-    """aiayn.load, aiayn serve and aiayn translate default to engine "auto": greedy search
-    by CTranslate2, with the torch engine's outputs on the test sentences; beam search,
-    prefixes and alignments by the torch model (its answers exactly)."""
+def test_the_default_engine_is_auto_ctranslate2_for_greedy_and_beam_search(shipped):
+    """aiayn.load, aiayn serve and aiayn translate default to engine "auto": greedy and beam
+    search for one translation by CTranslate2, with the torch engine's outputs on the test
+    sentences; n-best lists, early stops, scores, prefixes and alignments by the torch model
+    (its answers exactly)."""
     import aiayn
 
     sentences = _test_sentences(64)
     auto, torch_engine = aiayn.load(shipped), aiayn.load(shipped, engine="torch")
     assert auto.engine == "ctranslate2" and auto.engines == {
         "greedy": "ctranslate2",
+        "beam": "ctranslate2",
         "other": "torch",
     }
     assert torch_engine.engine == "torch"
     greedy = [t.text for t in auto.translate(sentences, scores=False)]
     assert greedy == [t.text for t in torch_engine.translate(sentences, scores=False)]
+    beam = [t.text for t in auto.translate(sentences, beam=4, scores=False)]
+    assert beam == [t.text for t in torch_engine.translate(sentences, beam=4, scores=False)]
+    assert beam != greedy
     for options in (
-        dict(beam=4, nbest=2),  # lenpen 0.6: CTranslate2's beam search would differ
+        dict(beam=4, nbest=2),  # lenpen 0.6: CTranslate2's second best may differ
+        dict(beam=4, early_stop=True),  # CTranslate2's early stop is another rule
+        dict(beam=4),  # with scores: CTranslate2's differ in the fourth digit
         dict(prefix=["Good"] * 4),
         dict(alignment=True),
     ):
@@ -193,6 +201,7 @@ def test_the_default_engine_is_auto_ctranslate2_for_greedy_search(shipped):
     from fastapi.testclient import TestClient
 
     from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
     from aiayn.serve.models import ModelSpec
     from tests.serve.conftest import wait_ready
 
@@ -200,12 +209,31 @@ def test_the_default_engine_is_auto_ctranslate2_for_greedy_search(shipped):
         wait_ready(client)
         [described] = client.get("/v1/models").json()["data"]
         assert described["engine"] == "ctranslate2"
-        assert described["engines"] == {"greedy": "ctranslate2", "other": "torch"}
+        assert described["engines"] == {
+            "greedy": "ctranslate2",
+            "beam": "ctranslate2",
+            "other": "torch",
+        }
         r = client.post("/translate", json={"q": sentences, "source": "de", "target": "en"})
         assert r.json()["translatedText"] == greedy
         r = client.post("/translate", json={"q": sentences[:4], "target": "en", "alternatives": 1})
         want = torch_engine.translate(sentences[:4], beam=2, nbest=2)
         assert r.json()["alternatives"] == [[t.hypotheses[1].text] for t in want]
+
+    # --beam 4 with two decoders: requests decoded at once answer as aiayn translate
+    config = ServeConfig(beam=4, decoders=2)
+    with TestClient(create_app([ModelSpec(shipped, "ding")], config)) as client:
+        wait_ready(client)
+        served = client.app.state.registry.models["ding"]
+        assert served.api.fast_decoder().translator.num_translators == 2
+
+        def post(k: int) -> list[str]:
+            body = {"q": sentences[k::8], "source": "de", "target": "en"}
+            return client.post("/translate", json=body).json()["translatedText"]
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(post, range(8)))
+        assert answers == [beam[k::8] for k in range(8)]
 
 
 def test_auto_falls_back_to_torch(shipped, monkeypatch):

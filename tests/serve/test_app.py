@@ -313,7 +313,8 @@ class Gate:
 
 
 def test_health_answers_during_a_long_batch_and_a_full_queue_is_503(model_dirs):
-    with make_client(model_dirs, queue_size=1, batch_wait_ms=0) as client:
+    # one decoder: the second request waits in the queue while the first decodes
+    with make_client(model_dirs, queue_size=1, batch_wait_ms=0, decoders=1) as client:
         wait_ready(client)
         gate = Gate(client.app.state.registry.models["de-en"])
         with ThreadPoolExecutor(2) as pool:
@@ -347,9 +348,9 @@ def test_health_is_503_while_loading(model_dirs, monkeypatch):
     release = threading.Event()
     original = registry.ServedModel
 
-    def slow(spec):
+    def slow(spec, **options):
         assert release.wait(20)
-        return original(spec)
+        return original(spec, **options)
 
     monkeypatch.setattr(registry, "ServedModel", slow)
     with make_client(model_dirs) as client:

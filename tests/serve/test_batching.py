@@ -77,18 +77,19 @@ def test_a_full_queue_refuses_and_a_cancelled_job_is_skipped():
     assert ran == ["first"]
 
 
-def _timed_queue(max_wait, hold=0.0):
+def _timed_queue(max_wait, hold=0.0, workers=1):
     """A queue whose run records [start time, items, end time] and holds each call ``hold``
     seconds."""
     runs = []
 
     def run(items):
-        runs.append([time.monotonic(), list(items), None])
+        record = [time.monotonic(), list(items), None]
+        runs.append(record)
         time.sleep(hold)
-        runs[-1][2] = time.monotonic()
+        record[2] = time.monotonic()
         return items
 
-    return BatchQueue("m", max_wait=max_wait), run, runs
+    return BatchQueue("m", max_wait=max_wait, workers=workers), run, runs
 
 
 def test_a_lone_client_is_not_kept_waiting_for_company():
@@ -169,3 +170,47 @@ def test_after_a_short_batch_cohorts_as_large_as_it_start_at_once():
     (_, _, first_end), (second_start, items, _) = runs[:2]
     assert items == ["x", "y"]  # the returning clients form the next batch
     assert second_start - first_end < 0.4  # not the batch wait (0.5 s): no wait for them
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_with_two_workers_two_batches_decode_at_once(workers):
+    """Each batch waits inside its call for the other's: only two workers can answer both
+    (one worker runs the second batch after the first has given up waiting)."""
+    both = threading.Barrier(2, timeout=1.0)
+    threads = set()
+
+    def run(items):
+        threads.add(threading.current_thread().name)
+        both.wait()
+        return items
+
+    queue = BatchQueue("m", max_wait=0.01, workers=workers)
+    try:
+        results = _gather(queue, [(["a"], run, "a"), (["b"], run, "b")])
+    finally:
+        queue.close()
+    if workers == 2:
+        assert results == [["a"], ["b"]] and threads == {"batch-m-0", "batch-m-1"}
+    else:
+        assert all(isinstance(r, threading.BrokenBarrierError) for r in results)
+
+
+def test_a_batch_forms_while_another_decodes_and_close_stops_every_worker():
+    queue, run, runs = _timed_queue(max_wait=0.05, hold=0.4, workers=2)
+
+    async def main():
+        first = queue.submit(["a"], run, "k")[1]
+        while not runs:  # the first batch decodes
+            await asyncio.sleep(0.005)
+        later = [queue.submit([x], run, "k")[1] for x in ("b", "c")]
+        await asyncio.gather(first, *later)
+
+    try:
+        asyncio.run(main())
+    finally:
+        queue.close(timeout=5)
+    (first_start, _, first_end), (second_start, items, _) = runs
+    assert items == ["b", "c"] and second_start < first_end  # not behind the first
+    assert not any(t.is_alive() for t in queue._threads)
+    with pytest.raises(ValueError, match="at least one worker"):
+        BatchQueue("m", workers=0)

@@ -146,10 +146,10 @@ def test_closing_the_registry_waits_for_the_model_being_loaded(model_dirs, monke
     registry = registry_module.Registry(specs, ServeConfig())
     loading = threading.Event()
 
-    def slow_load(spec):  # the first model is still loading when close() is called
+    def slow_load(spec, **options):  # the first model is still loading when close() is called
         loading.set()
         registry._closing.wait(10)
-        return ServedModel(spec)
+        return ServedModel(spec, **options)
 
     monkeypatch.setattr(registry_module, "ServedModel", slow_load)
     loader = registry.load_in_background()
@@ -189,12 +189,18 @@ def test_accepted_connections_send_without_waiting_for_acks():
 
 
 def test_decoding_threads_default_to_the_usable_cores_less_one(monkeypatch):
-    from aiayn.serve.config import serving_threads
+    from aiayn.serve.config import ServeConfig, serving_decoders, serving_threads
 
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
     assert serving_threads() == 5  # one core left to the event loop
+    assert serving_decoders() == 2 and ServeConfig().model_decoders == 2
+    assert serving_threads(2) == 2  # the five shared by two decoders
+    assert ServeConfig(decoders=3).model_decoders == 3
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3}, raising=False)
-    assert serving_threads() == 1  # at least one
+    assert serving_threads() == 1 and serving_threads(2) == 1  # at least one
+    assert serving_decoders() == 1  # one core: one decoder
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 7}, raising=False)
+    assert (serving_decoders(), serving_threads(2)) == (2, 1)  # two cores: two of one thread
     monkeypatch.delattr("os.sched_getaffinity", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     assert serving_threads() == 3  # no affinity here: the machine's cores

@@ -4,11 +4,15 @@ installed and can run the model as asked (an encoder-decoder model, one model no
 ensemble, float32 weights not quantized, on a device it runs on), aiayn's model otherwise.
 
 Under "auto" the torch model stays loaded and answers every request that needs what only it
-has or where the two would answer differently: beam search and n-best lists, sampling,
-prefixes, alignments, scores (as attention maps always are); CTranslate2 answers greedy
-search without scores (what the server's translation routes and ``aiayn translate`` ask for),
-where it gives the torch engine's tokens. A model CTranslate2 cannot take (a character
-tokenizer, learned positions, int8 weights, ...) is decoded by the torch model."""
+has or where the two would answer differently: n-best lists, sampling, prefixes, alignments,
+scores (as attention maps always are), beam search that stops early; CTranslate2 answers
+greedy search and beam search for one translation, without scores (what the server's
+translation routes and ``aiayn translate`` ask for). Its greedy search gives the torch
+model's tokens; its beam search, searched on until twice the beam has finished and rescored
+with GNMT's length penalty (the paper's) (``aiayn.interop.ctranslate2.searches``), gave the torch
+model's exact search's best translation on 1,000 of the shipped model's 1,000 test sentences
+(``bench/ct2_beam.py``). A model CTranslate2 cannot take (a character tokenizer, learned
+positions, int8 weights, ...) is decoded by the torch model."""
 
 from __future__ import annotations
 
@@ -55,10 +59,11 @@ def resolve_engine(
 
 
 def needs_torch(
-    *, beam: int, nbest: int, sampling, prefixes, alignment: bool, scores: bool
+    *, beam: int, nbest: int, sampling, prefixes, alignment: bool, scores: bool, early_stop: bool
 ) -> bool:
     """Whether a translation under engine "auto" goes to the torch model: anything but
-    plain greedy search without scores (CTranslate2's log-probabilities differ from the
-    torch model's in the fourth digit)."""
-    searched = beam != 1 or nbest != 1 or sampling is not None
+    greedy or beam search for one translation without scores (CTranslate2's
+    log-probabilities differ from the torch model's in the fourth digit, its n-best lists
+    past the first may differ, and its early stop is its own rule)."""
+    searched = nbest != 1 or sampling is not None or (beam != 1 and early_stop)
     return searched or prefixes is not None or alignment or scores

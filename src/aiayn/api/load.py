@@ -12,7 +12,7 @@ from aiayn.api.engine import ENGINES, resolve_engine
 from aiayn.api.generator import Generator
 from aiayn.api.translator import Translator
 from aiayn.config import ModelConfig
-from aiayn.errors import UserError
+from aiayn.errors import OptionError, UserError
 from aiayn.infer.classify import check_classifier
 from aiayn.modeldir import ModelDir
 
@@ -57,6 +57,7 @@ def load(
     dtype: str | torch.dtype = "float32",
     engine: str = "auto",
     cache_dir: str | Path | None = None,
+    decoders: int = 1,
 ) -> Translator | Generator | Classifier | Encoder:
     """The model in directory ``path`` as the object of its family: a ``Translator``
     (encoder-decoder), ``Generator`` (decoder-only), ``Classifier`` (encoder-only with a
@@ -74,17 +75,22 @@ def load(
     to after loading (``aiayn.api.device``; a device or dtype this machine cannot run is a
     ``UserError`` before anything loads). A list of translator directories loads an ensemble
     (``Translator.ensemble``: their per-step probabilities averaged; torch engine). ``engine``
-    "auto" (the default) translates greedy search with CTranslate2 where it is installed and
-    runs the model as asked, everything else with the torch model (``aiayn.api.engine``);
+    "auto" (the default) translates greedy and beam search with CTranslate2 where it is
+    installed and runs the model as asked, everything else with the torch model
+    (``aiayn.api.engine``);
     "torch" always with the torch model; "ctranslate2" (translators only; ``pip
     install 'aiayn[ctranslate2]'``) translates with CTranslate2, converted once and cached in
     ``cache_dir`` (default: ``$AIAYN_CACHE_DIR``, else ``path/.ctranslate2``, else, where
     ``path`` cannot be written, ``$XDG_CACHE_HOME/aiayn/ctranslate2``; ``quantize`` "int8":
     CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``;
     ``engine`` "auto" is "ctranslate2" where it is installed and the model translates, else
-    "torch", and decodes what CTranslate2 cannot (constraints) with the torch model. Bad
-    directories are ``UserError``s naming the file.
+    "torch", and decodes what CTranslate2 cannot (constraints) with the torch model.
+    ``decoders``: how many threads may translate at once with CTranslate2, each on a copy of
+    its decoder (the torch model is shared by any number). Bad directories are
+    ``UserError``s naming the file.
     """
+    if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
+        raise OptionError(f"decoders must be an integer >= 1, got {decoders!r}", "decoders")
     if not isinstance(path, str | Path | ModelDir):  # several translators: an ensemble
         members = [ModelDir.open(p) for p in path]
         for member in members:
@@ -108,6 +114,7 @@ def load(
             dtype=dtype,
             engine=engine,
             cache_dir=cache_dir,
+            decoders=decoders,
         )
     return api_class(directory.config).from_dir(
         directory, quantize=quantize, device=device, dtype=dtype

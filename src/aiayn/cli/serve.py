@@ -32,8 +32,9 @@ def add_serve(sub) -> None:
         "--threads",
         type=int_range(0),
         default=0,
-        help="decoding threads, torch's and CTranslate2's (0: the cores this process may use, "
-        "less one for the HTTP side, at least 1)",
+        help="decoding threads of each decoder (--decoders), torch's and CTranslate2's (0: "
+        "the cores this process may use, less one for the HTTP side, shared among the "
+        "decoders, at least 1)",
     )
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -153,7 +154,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     check_placement(args)
     import torch
 
-    torch.set_num_threads(args.threads or serving_threads())
+    torch.set_num_threads(args.threads or serving_threads(config.model_decoders))
     specs = model_specs(
         args.model_dir,
         args.name,

@@ -1,10 +1,12 @@
-"""Dynamic batching: one queue and one worker thread per model.
+"""Dynamic batching: one queue per model, served by one or more worker threads.
 
 Requests put jobs (a list of items and the function that computes them) into their model's
-queue; the worker takes the oldest job and the later ones with the same key (the same task and
+queue; a worker takes the oldest job and the later ones with the same key (the same task and
 decoding options), runs their items as one call, and hands each job its share of the results.
-Inference thus runs off the event loop, one batch at a time per model; the functions it calls
-decide how a batch is sorted and cut.
+Inference thus runs off the event loop; the functions it calls decide how a batch is sorted
+and cut. With several workers (``workers``: a model with as many decoders) one batch forms at
+a time, while the others decode: the next batch gathers the requests that arrive meanwhile,
+and a worker's decoding never waits for another's.
 
 Waiting for company: a batch waits for more jobs until its oldest job has been queued
 ``max_wait`` seconds (so a job that already waited behind a running batch starts with what has
@@ -75,7 +77,7 @@ def _resolve(future: asyncio.Future, result: Any, error: BaseException | None) -
 
 
 class BatchQueue:
-    """A bounded job queue for one model, served by one worker thread."""
+    """A bounded job queue for one model, served by ``workers`` threads."""
 
     def __init__(
         self,
@@ -84,7 +86,10 @@ class BatchQueue:
         max_wait: float = 0.005,
         max_pending: int = 256,
         on_batch: Callable[[int, int, float], None] | None = None,
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"a queue needs at least one worker, got {workers}")
         self.name = name
         self.max_batch, self.max_wait, self.max_pending = max_batch, max_wait, max_pending
         self.on_batch = on_batch  # (items, jobs, seconds) of every batch run
@@ -95,8 +100,13 @@ class BatchQueue:
         self._mean_gap = 0.0  # moving average of the time between arrivals (seconds)
         self._last_size, self._last_end = 0, float("-inf")  # the batch answered last
         self._last_seconds = 0.0  # and how long it ran
-        self._thread = threading.Thread(target=self._work, name=f"batch-{name}", daemon=True)
-        self._thread.start()
+        self._forming = threading.Lock()  # held by the worker gathering the next batch
+        self._threads = [
+            threading.Thread(target=self._work, name=f"batch-{name}-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def depth(self) -> int:
@@ -123,11 +133,14 @@ class BatchQueue:
         return job, job.future
 
     def close(self, timeout: float | None = None) -> None:
-        """Take no new jobs; the worker finishes those queued, then stops."""
+        """Take no new jobs; the workers finish those queued, then stop (``timeout``: the
+        longest to wait for them, in all)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if end is None else max(0.0, end - time.monotonic()))
 
     def _take(self) -> list[Job] | None:
         """The next batch: the oldest live job and later ones with its key (None: closed)."""
@@ -171,8 +184,12 @@ class BatchQueue:
                 self._cond.wait(left)
             return batch
 
+    def _next(self) -> list[Job] | None:
+        with self._forming:  # one batch forms at a time; the other workers decode
+            return self._take()
+
     def _work(self) -> None:
-        while (batch := self._take()) is not None:
+        while (batch := self._next()) is not None:
             items = [item for job in batch for item in job.items]
             start, started = time.perf_counter(), time.monotonic()
             try:

@@ -25,7 +25,7 @@ from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
-    "auto" (CTranslate2 for greedy search where installed) or "ctranslate2" translates with
+    "auto" (CTranslate2 for greedy and beam search where installed) or "ctranslate2" translates with
     CTranslate2 (``aiayn.load``'s engine); ``members``: further
     translators decoded with the one in ``path`` as an ensemble (their per-step probabilities
     averaged); ``device`` and ``dtype``: where the model runs and its weights' dtype
@@ -86,7 +86,8 @@ class ServedModel:
     """An API object (``api``: a Translator, Generator, Classifier or Encoder) with what the
     endpoints need to know about it: its name, languages and labels."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, decoders: int = 1) -> None:
+        """Load ``spec``'s model for ``decoders`` threads decoding at once."""
         directories = _opened(spec)
         self.name, self.path = spec.name, Path(spec.path)
         self.members = [Path(p) for p in spec.members]
@@ -97,6 +98,7 @@ class ServedModel:
             dtype=spec.dtype,
             engine=spec.engine,
             cache_dir=spec.cache_dir,
+            decoders=decoders,
         )
         if isinstance(self.api, Translator) and self.api.auto:
             self.api.fast_decoder()  # converted now, not on the first request
@@ -104,7 +106,7 @@ class ServedModel:
         self.engines = (
             self.api.engines
             if isinstance(self.api, Translator)
-            else {"greedy": "torch", "other": "torch"}
+            else {"greedy": "torch", "beam": "torch", "other": "torch"}
         )
         self.config = self.api.config
         self.family = self.config.family
@@ -149,7 +151,7 @@ class ServedModel:
             "labels": self.labels,
             "quantization": self.api.quantization,
             "engine": self.engine,
-            "engines": self.engines,  # under --engine auto: greedy search, and the rest
+            "engines": self.engines,  # under --engine auto: greedy, beam search, the rest
             "device": str(self.api.device),
             "dtype": self.api.dtype,
             "path": str(self.path),

@@ -98,7 +98,7 @@ class Registry:
             for spec in self.specs:
                 if self._closing.is_set():
                     return
-                model = ServedModel(spec)
+                model = ServedModel(spec, decoders=self.config.model_decoders)
                 log.info(
                     "loaded %s (%s, %d parameters) from %s on %s (%s)",
                     spec.name,
@@ -132,7 +132,10 @@ class Registry:
             size.observe(items)
             seconds.observe(duration)
 
-        queue = BatchQueue(name, c.max_batch, c.batch_wait_ms / 1000, c.queue_size, on_batch)
+        queue = BatchQueue(
+            name, c.max_batch, c.batch_wait_ms / 1000, c.queue_size, on_batch,
+            workers=c.model_decoders,
+        )  # fmt: skip
         self.metrics.queue_depth.labels(name).set_function(lambda: queue.depth)
         return queue
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from aiayn.interop.ctranslate2.searches import Searches
 from aiayn.modeldir import ModelDir
 
 SEED_LIMIT = 2**32  # ctranslate2.set_random_seed takes an unsigned 32-bit seed
+ALONE_AFTER = 1.0  # seconds without overlapping searches before one takes every thread
 VOCABULARIES = ("target_vocabulary", "shared_vocabulary")  # a converted model's, .json or .txt
 SEARCH_OPTIONS = (
     "beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices", "prefix",
@@ -82,7 +84,14 @@ class CTranslate2Engine(Searches):
     hands it the work when given this engine in place of a model); ``config`` and
     ``tokenizer`` are the model directory's. ``quantize`` "int8" decodes with CTranslate2's
     int8; ``device`` is a torch device ("cpu", "cuda", "cuda:1"); ``threads`` 0 lets
-    CTranslate2 choose.
+    CTranslate2 choose; ``decoders``: how many threads may search at once, each on a
+    decoder of its own (CTranslate2's ``inter_threads``, sharing the weights) with
+    ``threads`` threads. With more than one on a CPU, a search takes them all while none
+    has overlapped another for ``ALONE_AFTER`` seconds: a second ``ctranslate2.Translator``
+    (a second copy of the weights) runs it on ``threads`` x ``decoders`` threads, so that a
+    lone client is answered as fast as one decoder of every thread answers, and clients that
+    come together share the cores, each batch on its own decoder (a search on every thread
+    beside another would have more threads than cores, each waiting for the others).
     """
 
     name = "ctranslate2"
@@ -94,6 +103,7 @@ class CTranslate2Engine(Searches):
         quantize: str | None = None,
         device: str = "cpu",
         threads: int = 0,
+        decoders: int = 1,
         cache_dir: Path | None = None,
     ) -> None:
         ctranslate2 = require_ctranslate2()
@@ -108,7 +118,7 @@ class CTranslate2Engine(Searches):
             device=kind,
             device_index=index,
             compute_type="int8" if quantize == "int8" else "float32",
-            inter_threads=1,
+            inter_threads=decoders,
             intra_threads=threads,
         )
         self.path = cached_model(directory, quantize, cache_dir)
@@ -128,6 +138,12 @@ class CTranslate2Engine(Searches):
                     f"{self.model_dir}: CTranslate2 cannot load its conversion of the model "
                     f"({self.path}): {e}"
                 ) from None
+        self._alone = None  # the translator of a search that runs alone (decoders > 1, CPU)
+        if decoders > 1 and kind == "cpu":
+            every = dict(self._options, inter_threads=1, intra_threads=threads * decoders)
+            self._alone = ctranslate2.Translator(str(self.path), **every)
+        self._running, self._running_lock = 0, threading.Lock()  # searches under way
+        self._overlapped = float("-inf")  # when a search last began beside another
         self._pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.vocab_size)]
         self._outputs = output_vocabulary_size(self.path) or len(self._pieces)
         self._ids: dict[str, int] = {}
@@ -136,6 +152,11 @@ class CTranslate2Engine(Searches):
         self._eos = self._pieces[EOS]
         self._seed_lock = threading.Lock()
         self._local = threading.local()  # each thread's current search (its prefixes)
+
+    @property
+    def _decoding(self):
+        """The translator of the search this thread runs (see the class)."""
+        return getattr(self._local, "translator", None) or self.translator
 
     @property
     def _heads(self) -> list[list[str]] | None:
@@ -179,6 +200,25 @@ class CTranslate2Engine(Searches):
         counted in the length limit; the hypotheses are scored again by the model over the
         whole target (CTranslate2's scores leave the prefix out). ``scores`` False: greedy
         hypotheses are not scored (NaN), as in ``aiayn.infer.translate.search``."""
+        with self._running_lock:  # alone of late: on every thread (the class)
+            self._running += 1
+            now = time.monotonic()
+            if self._running > 1:
+                self._overlapped = now
+            alone = now - self._overlapped >= ALONE_AFTER
+        self._local.translator = self._alone if alone else None
+        try:
+            return self._search(
+                src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, prefix, scores,
+                other,
+            )  # fmt: skip
+        finally:
+            with self._running_lock:
+                self._running -= 1
+
+    def _search(
+        self, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, prefix, scores, other
+    ) -> list[list[Hypothesis]]:
         if other:
             name = sorted(other)[0]
             raise UserError(

@@ -18,9 +18,9 @@ FLOAT32_TINY = 2.0**-126  # float32's smallest normal number: the least top-p gi
 
 class Searches:
     """The searches, as methods of ``CTranslate2Engine`` (its base class). They read the
-    engine's ``translator``, its token tables (``_pieces``, ``_target``, ``_outputs``), the
-    target prefixes of this thread's search (``_heads``), and, for a seeded sample, its
-    ``path``, ``_options`` and ``_seed_lock``."""
+    translator of this thread's search (``_decoding``), the engine's token tables
+    (``_pieces``, ``_target``, ``_outputs``), the target prefixes of this thread's search
+    (``_heads``), and, for a seeded sample, its ``path``, ``_options`` and ``_seed_lock``."""
 
     def _common(self, limit: int, members: list[int] | None = None) -> dict:
         common = dict(
@@ -55,9 +55,7 @@ class Searches:
             return []
         common = self._common(max(limits), None)
         common["return_scores"] = scores
-        results = self.translator.translate_batch(
-            sources, beam_size=1, length_penalty=0.0, **common
-        )
+        results = self._decoding.translate_batch(sources, beam_size=1, length_penalty=0.0, **common)
         out, cut = [], []
         for i, (result, limit) in enumerate(zip(results, limits, strict=True)):
             tokens = self._target(result.hypotheses[0])
@@ -111,7 +109,7 @@ class Searches:
         sentences (patience 1: 985; bench/decode_speed.py records both), at CTranslate2's
         speed. ``early_stop``: patience 1, CTranslate2's own rule."""
         exhaustive = lenpen > 0 and not early_stop
-        results = self.translator.translate_batch(
+        results = self._decoding.translate_batch(
             sources,
             beam_size=beam,
             length_penalty=lenpen,
@@ -161,7 +159,7 @@ class Searches:
         options, copies = self._sampling(sampling, nbest)
         out: list = [None] * len(sources)
         with self._seed_lock:
-            translator = self.translator  # seed None: a fresh draw each call
+            translator = self._decoding  # seed None: a fresh draw each call
             if sampling.seed is not None:
                 ctranslate2.set_random_seed(sampling.seed)
                 translator = ctranslate2.Translator(str(self.path), **self._options)
@@ -184,7 +182,7 @@ class Searches:
         if not targets:
             return []
         body = [[self._pieces[t] for t in tokens if t != EOS] for tokens in targets]
-        results = self.translator.score_batch(sources, body, max_input_length=0)
+        results = self._decoding.score_batch(sources, body, max_input_length=0)
         scores = []
         for tokens, result in zip(targets, results, strict=True):
             log_probs = list(result.log_probs)  # one per target token, then eos
