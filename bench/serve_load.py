@@ -492,7 +492,7 @@ def inprocess(
     engine = api.engines["greedy" if beam == 1 else "beam"]
     return {"engine": engine, "batches": len(batches), "sentences": done,
             "seconds": round(wall, 3), "sentences_per_s": round(done / wall, 2),
-            "torch_threads": torch.get_num_threads(), "decoders": decoders}  # fmt: skip
+            "threads": threads or serving_threads(decoders), "decoders": decoders}  # fmt: skip
 
 
 def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) -> list[dict]:

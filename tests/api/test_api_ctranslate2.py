@@ -141,3 +141,14 @@ def test_the_engine_is_for_translators_only(model_dirs, shipped_copy):
         aiayn.load(shipped_copy, engine="onnx")
     with pytest.raises(UserError, match="device 'mps': choose auto, cpu, cuda or cuda:N"):
         aiayn.load(shipped_copy, engine="ctranslate2", device="mps")
+
+
+def test_decoders_give_ctranslate2_as_many_and_must_be_a_positive_integer(shipped_copy):
+    translator = aiayn.load(shipped_copy, engine="ctranslate2", decoders=3)
+    assert translator.decoder.translator.num_translators == 3
+    one = aiayn.load(shipped_copy, engine="ctranslate2")
+    texts = [t.text for t in translator.translate(LINES, beam=4)]  # alone: on every thread
+    assert texts == [t.text for t in one.translate(LINES, beam=4)]
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(OptionError, match="decoders must be an integer >= 1"):
+            aiayn.load(shipped_copy, decoders=bad)

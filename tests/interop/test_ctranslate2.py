@@ -237,3 +237,66 @@ def test_without_ctranslate2_the_error_says_how_to_install_it(shipped, monkeypat
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import fails
     with pytest.raises(UserError, match=r"pip install 'aiayn\[ctranslate2\]'"):
         CTranslate2Engine(directory)
+
+
+class _Recorded:
+    """A translator whose translate_batch records which it is (and may hold the call)."""
+
+    def __init__(self, inner, name, log, hold=None):
+        self.inner, self.name, self.log, self.hold = inner, name, log, hold
+
+    def translate_batch(self, *args, **kwargs):
+        self.log.append(self.name)
+        if self.hold is not None:
+            self.hold[0].set()  # inside the call
+            assert self.hold[1].wait(10)
+        return self.inner.translate_batch(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_with_two_decoders_a_lone_search_takes_every_thread_and_overlapping_ones_a_decoder(
+    shipped,
+):
+    """decoders=2: two CTranslate2 decoders sharing the weights, and a translator of every
+    thread for a search that has not overlapped another for ALONE_AFTER seconds; the
+    answers are those of one decoder."""
+    import threading
+
+    from aiayn.interop.ctranslate2 import engine as engine_module
+
+    directory, _, tokenizer, one, lines = shipped
+    engine = CTranslate2Engine(directory, threads=1, decoders=2)
+    assert engine.translator.num_translators == 2 and engine._alone.num_translators == 1
+    assert one._alone is None  # one decoder: no second copy of the weights
+    src = _sources(tokenizer, lines[:4])
+    expected = one.search(src, beam=4)
+
+    def same(got) -> bool:  # one decoder's hypotheses; scores summed on other threads
+        assert [[h.tokens for h in hyps] for hyps in got] == [
+            [h.tokens for h in hyps] for hyps in expected
+        ]
+        scores = [h.score for hyps in expected for h in hyps]
+        assert_close_to_scale([h.score for hyps in got for h in hyps], scores, rel=1e-5)
+        return True
+
+    log: list[str] = []
+    inside, release = threading.Event(), threading.Event()
+    engine._alone = _Recorded(engine._alone, "alone", log)
+    engine.translator = _Recorded(engine.translator, "decoder", log, hold=(inside, release))
+    assert same(engine.search(src, beam=4)) and log == ["alone"]  # nothing else under way
+
+    engine._alone.hold = (inside, release)  # the next search is held inside its call
+    first = threading.Thread(target=engine.search, args=(src,), kwargs={"beam": 4})
+    first.start()
+    assert inside.wait(10)
+    inside.clear()
+    engine._alone.hold = None
+    release.set()  # the second is not held: it decodes beside the first, on a decoder
+    assert same(engine.search(src, beam=4))
+    first.join(10)
+    assert log == ["alone", "alone", "decoder"]
+    assert same(engine.search(src, beam=4)) and log[-1] == "decoder"  # overlapped of late
+    engine._overlapped -= engine_module.ALONE_AFTER  # a second without overlap
+    assert same(engine.search(src, beam=4)) and log[-1] == "alone"

@@ -48,7 +48,7 @@ class ServeConfig:
     max_beam: int = 8  # largest beam size
     queue_size: int = 256  # requests waiting per model (503 with Retry-After above)
     timeout: float = 60.0  # seconds a request may wait and run (504 after)
-    batch_wait_ms: float = 5.0  # how long a batch waits for more requests
+    batch_wait_ms: float = 2.0  # how long a batch waits for more requests
     max_batch: int = 64  # texts per batched decode
     beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
     disable_files_translation: bool = False  # /translate_file answers 403
