@@ -12,15 +12,17 @@ from .common import latest_by, load, num, provenance, table
 TITLE = "Serving against LibreTranslate"
 INTRO = (
     "`python bench/serve_load.py --peers`: `aiayn serve MODEL` with its default flags "
-    "(`--engine auto`: CTranslate2 for greedy search, the torch model for beam search) and "
+    "(`--engine auto`: CTranslate2 for greedy and beam search, `--decoders` 2 on two cores "
+    "or more; in records of commits before `4611f12` the torch model for beam search, one "
+    "decoder) and "
     "LibreTranslate 1.9.6 serving `aiayn export MODEL --format argos` "
     "(`scripts/libretranslate_peer.sh`: its own venv, offline), tuned "
     "(`ARGOS_INTRA_THREADS=1`) and stock, each server alone, one after another in one run, "
     "the same client, sentences and loads on LibreTranslate's `/translate`; the beam is "
     "`aiayn serve --beam` and LibreTranslate's `ARGOS_BEAM_SIZE`. In process: "
-    "`aiayn.load(MODEL).translate` with the server's threads on the same sentences in "
-    "batches of the sizes the server formed (its `/metrics` batch histogram); served / in "
-    "process is the floor's ratio. On a 2-core machine shared with other work the figures "
+    "`aiayn.load(MODEL).translate` with the server's threads and decoders (as many batches "
+    "at once) on the same sentences in batches of the sizes the server formed (its "
+    "`/metrics` batch histogram); served / in process is the floor's ratio. On a 2-core machine shared with other work the figures "
     "move with its load (recorded below each table)."
 )
 
@@ -54,6 +56,7 @@ def render(results: Path) -> str:
         floors = [
             [
                 f"{f['engine']} ({'greedy' if f['beam'] == 1 else 'beam ' + str(f['beam'])})",
+                f"{f.get('decoders', 1)} x {f.get('threads', f.get('torch_threads', '?'))}",
                 str(f["for_clients"]),
                 num(f["sentences_per_s"], 1),
                 ", ".join(f"{k}x{v}" for k, v in f["batch_sizes"].items()),
@@ -88,9 +91,10 @@ def render(results: Path) -> str:
             + (
                 "\n\nIn process, at the server's batch sizes:\n\n"
                 + table(
-                    ["engine", "for clients", "sentences/s", "batches (size x count)"],
+                    ["engine", "decoders x threads", "for clients", "sentences/s",
+                     "batches (size x count)"],
                     floors,
-                    {1, 2},
+                    {1, 2, 3},
                 )  # fmt: skip
                 if floors
                 else ""
