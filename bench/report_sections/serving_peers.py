@@ -91,8 +91,13 @@ def render(results: Path) -> str:
             + (
                 "\n\nIn process, at the server's batch sizes:\n\n"
                 + table(
-                    ["engine", "decoders x threads", "for clients", "sentences/s",
-                     "batches (size x count)"],
+                    [
+                        "engine",
+                        "decoders x threads",
+                        "for clients",
+                        "sentences/s",
+                        "batches (size x count)",
+                    ],
                     floors,
                     {1, 2, 3},
                 )  # fmt: skip
