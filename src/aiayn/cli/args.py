@@ -127,9 +127,9 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
         "--engine",
         choices=ENGINES,
         default="auto",
-        help="what decodes: auto (the default: CTranslate2 for greedy search where it is "
-        "installed and runs the model as asked, aiayn's PyTorch model for the rest: beam search, "
-        "scores, glossary terms, kept spans...), torch (aiayn's model), or ctranslate2 "
+        help="what decodes: auto (the default: CTranslate2 for greedy and beam search where it "
+        "is installed and runs the model as asked, aiayn's PyTorch model for the rest: n-best "
+        "lists, scores, glossary terms, kept spans...), torch (aiayn's model), or ctranslate2 "
         "(converted once and cached; pip install 'aiayn[ctranslate2]')",
     )
     p.add_argument(
