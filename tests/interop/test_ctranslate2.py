@@ -257,7 +257,7 @@ class _Recorded:
 
 
 def test_with_two_decoders_a_lone_search_takes_every_thread_and_overlapping_ones_a_decoder(
-    shipped,
+    shipped, monkeypatch
 ):
     """decoders=2: two CTranslate2 decoders sharing the weights, and a translator of every
     thread for a search that has not overlapped another for ALONE_AFTER seconds; the
@@ -281,22 +281,48 @@ def test_with_two_decoders_a_lone_search_takes_every_thread_and_overlapping_ones
         assert_close_to_scale([h.score for hyps in got for h in hyps], scores, rel=1e-5)
         return True
 
+    monkeypatch.setattr(engine_module, "ALONE_AFTER", 3600.0)  # "of late": this test's time
     log: list[str] = []
-    inside, release = threading.Event(), threading.Event()
     engine._alone = _Recorded(engine._alone, "alone", log)
-    engine.translator = _Recorded(engine.translator, "decoder", log, hold=(inside, release))
+    engine.translator = _Recorded(engine.translator, "decoder", log)
+    engine._overlapped = float("-inf")
     assert same(engine.search(src, beam=4)) and log == ["alone"]  # nothing else under way
 
-    engine._alone.hold = (inside, release)  # the next search is held inside its call
-    first = threading.Thread(target=engine.search, args=(src,), kwargs={"beam": 4})
+    first_in, second_in, release = threading.Event(), threading.Event(), threading.Event()
+    engine._alone.hold = (first_in, release)  # the first search waits inside its call
+    engine.translator.hold = (second_in, release)  # and so does the second
+    answers = {}
+
+    def search(name):
+        answers[name] = engine.search(src, beam=4)
+
+    first = threading.Thread(target=search, args=("first",))
     first.start()
-    assert inside.wait(10)
-    inside.clear()
-    engine._alone.hold = None
-    release.set()  # the second is not held: it decodes beside the first, on a decoder
-    assert same(engine.search(src, beam=4))
+    assert first_in.wait(10)
+    second = threading.Thread(target=search, args=("second",))
+    second.start()
+    assert second_in.wait(10)  # it began beside the first: on a decoder
+    release.set()
     first.join(10)
+    second.join(10)
+    assert same(answers["first"]) and same(answers["second"])
     assert log == ["alone", "alone", "decoder"]
+    engine._alone.hold = engine.translator.hold = None
     assert same(engine.search(src, beam=4)) and log[-1] == "decoder"  # overlapped of late
-    engine._overlapped -= engine_module.ALONE_AFTER  # a second without overlap
+    engine._overlapped -= 2 * engine_module.ALONE_AFTER  # long without overlap
     assert same(engine.search(src, beam=4)) and log[-1] == "alone"
+
+
+def test_seeded_samples_repeat_with_two_decoders(shipped):
+    """A seeded sample runs on a translator of one decoder: sentences of several lengths
+    (a call each) draw the same samples call after call."""
+    directory, _, tokenizer, _, lines = shipped
+    engine = CTranslate2Engine(directory, threads=1, decoders=2)
+    src = _sources(tokenizer, lines[:12])
+    assert len({len(x) for x in src}) > 4  # several length groups
+    sampling = Sampling(temperature=1.0, seed=123)
+    draws = [
+        [[h.tokens for h in hyps] for hyps in engine.search(src, sampling=sampling)]
+        for _ in range(4)
+    ]
+    assert all(d == draws[0] for d in draws)

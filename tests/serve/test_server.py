@@ -204,3 +204,25 @@ def test_decoding_threads_default_to_the_usable_cores_less_one(monkeypatch):
     monkeypatch.delattr("os.sched_getaffinity", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     assert serving_threads() == 3  # no affinity here: the machine's cores
+
+
+def test_threads_given_alone_keep_one_decoder_and_decoders_take_the_rest(model_dirs, monkeypatch):
+    """`--threads N` alone is one decoder of N threads (as before there were decoders);
+    without it, the default decoders; with both, both."""
+    import torch
+
+    from aiayn.serve import server
+
+    seen = []
+    monkeypatch.setattr(
+        server, "run_server", lambda specs, config, *a, **k: seen.append(config.decoders)
+    )
+    threads = torch.get_num_threads()
+    translator = str(model_dirs["translator"])
+    try:
+        assert main(["serve", translator, "--threads", "1"]) == 0
+        assert main(["serve", translator]) == 0
+        assert main(["serve", translator, "--threads", "1", "--decoders", "2"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1, 0, 2]  # 0: the default, resolved for the machine's cores

@@ -85,8 +85,9 @@ def load(
     CTranslate2's int8); the torch model stays loaded for ``score`` and ``attention``;
     ``engine`` "auto" is "ctranslate2" where it is installed and the model translates, else
     "torch", and decodes what CTranslate2 cannot (constraints) with the torch model.
-    ``decoders``: how many threads may translate at once with CTranslate2, each on a copy of
-    its decoder (the torch model is shared by any number). Bad directories are
+    ``decoders``: how many threads may translate at once with CTranslate2, each on a
+    decoder of its own of ``torch.get_num_threads()`` threads (set that to the cores over
+    ``decoders``, as ``aiayn serve`` does); the torch model is shared by any number. Bad directories are
     ``UserError``s naming the file.
     """
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:

@@ -34,7 +34,7 @@ def add_serve(sub) -> None:
         default=0,
         help="decoding threads of each decoder (--decoders), torch's and CTranslate2's (0: "
         "the cores this process may use, less one for the HTTP side, shared among the "
-        "decoders, at least 1)",
+        "decoders, at least 1); given without --decoders: one decoder",
     )
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -154,6 +154,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
     check_placement(args)
     import torch
 
+    if args.threads and not config.decoders:  # --threads alone: one decoder of that many
+        config = dataclasses.replace(config, decoders=1)
     torch.set_num_threads(args.threads or serving_threads(config.model_decoders))
     specs = model_specs(
         args.model_dir,

@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 from aiayn.config.fields import _check_float, _check_int
-
-
-def usable_cores() -> int:
-    """The cores this process may use (its CPU affinity, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this platform (macOS, Windows)
-        return os.cpu_count() or 1
+from aiayn.infer.cores import usable_cores
 
 
 def serving_decoders(cores: int | None = None) -> int:
@@ -85,7 +77,8 @@ class ServeConfig:
             "glossary": "a glossary file (JSON in LibreTranslate's layout, or TSV) whose terms "
             "every translation into its language pairs uses; a request's glossary adds to it",
             "decoders": "batches each model decodes at once, each on --threads threads of its "
-            "own (0: two where the process may use two cores or more, else one)",
+            "own (0: one where --threads is given, else two where the process may use two "
+            "cores or more, else one)",
         }
         return {
             f.name: (

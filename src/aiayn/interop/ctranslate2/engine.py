@@ -42,6 +42,7 @@ from pathlib import Path
 from aiayn.data.tokenizer import EOS, PAD
 from aiayn.errors import OptionError, UserError
 from aiayn.infer.beam import Hypothesis
+from aiayn.infer.cores import usable_cores
 from aiayn.interop.ctranslate2.cache import cached_model
 from aiayn.interop.ctranslate2.conversion import EXTRA_POSITIONS, require_ctranslate2
 from aiayn.interop.ctranslate2.searches import Searches
@@ -106,7 +107,7 @@ class CTranslate2Engine(Searches):
         decoders: int = 1,
         cache_dir: Path | None = None,
     ) -> None:
-        ctranslate2 = require_ctranslate2()
+        require_ctranslate2()  # a clear error where it is not installed
         directory = ModelDir.open(model_dir)
         self.model_dir, self.config = directory.path, directory.config
         self.tokenizer = directory.tokenizer()
@@ -123,7 +124,7 @@ class CTranslate2Engine(Searches):
         )
         self.path = cached_model(directory, quantize, cache_dir)
         try:
-            self.translator = ctranslate2.Translator(str(self.path), **self._options)
+            self.translator = self._translator()
         except (RuntimeError, ValueError, OSError) as e:  # verified files that do not load
             warnings.warn(
                 f"{self.path}: CTranslate2 cannot load the cached conversion ({e}); "
@@ -132,16 +133,17 @@ class CTranslate2Engine(Searches):
             )
             self.path = cached_model(directory, quantize, cache_dir, again=True)
             try:
-                self.translator = ctranslate2.Translator(str(self.path), **self._options)
+                self.translator = self._translator()
             except (RuntimeError, ValueError, OSError) as e:
                 raise UserError(
                     f"{self.model_dir}: CTranslate2 cannot load its conversion of the model "
                     f"({self.path}): {e}"
                 ) from None
         self._alone = None  # the translator of a search that runs alone (decoders > 1, CPU)
-        if decoders > 1 and kind == "cpu":
-            every = dict(self._options, inter_threads=1, intra_threads=threads * decoders)
-            self._alone = ctranslate2.Translator(str(self.path), **every)
+        if decoders > 1 and kind == "cpu":  # every thread, at most every usable core
+            cores = usable_cores()
+            every = min(threads * decoders, cores) if threads else cores
+            self._alone = self._translator(inter_threads=1, intra_threads=every)
         self._running, self._running_lock = 0, threading.Lock()  # searches under way
         self._overlapped = float("-inf")  # when a search last began beside another
         self._pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.vocab_size)]
@@ -152,6 +154,19 @@ class CTranslate2Engine(Searches):
         self._eos = self._pieces[EOS]
         self._seed_lock = threading.Lock()
         self._local = threading.local()  # each thread's current search (its prefixes)
+
+    def _translator(self, **options):
+        """A ``ctranslate2.Translator`` of the conversion with the engine's options and
+        ``options``. Building one sets OpenMP's thread count of the calling thread to its
+        own (a runtime torch shares): torch's count there is put back."""
+        import ctranslate2
+        import torch
+
+        threads = torch.get_num_threads()
+        try:
+            return ctranslate2.Translator(str(self.path), **{**self._options, **options})
+        finally:
+            torch.set_num_threads(threads)
 
     @property
     def _decoding(self):

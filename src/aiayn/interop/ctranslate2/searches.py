@@ -153,7 +153,9 @@ class Searches:
 
     def _sample(self, sources, limits, nbest, sampling) -> list[list[Hypothesis]]:
         """CTranslate2 seeds a translator's random generators when it starts its threads,
-        so a seeded call runs on a translator of its own (an unseeded one on the engine's)."""
+        so a seeded call runs on a translator of its own, of one decoder (a call of a later
+        length group would otherwise meet a decoder another group's draws had moved on, or
+        a fresh one), an unseeded one on the engine's."""
         import ctranslate2
 
         options, copies = self._sampling(sampling, nbest)
@@ -162,7 +164,7 @@ class Searches:
             translator = self._decoding  # seed None: a fresh draw each call
             if sampling.seed is not None:
                 ctranslate2.set_random_seed(sampling.seed)
-                translator = ctranslate2.Translator(str(self.path), **self._options)
+                translator = self._translator(inter_threads=1)
             for limit, members in self._groups(limits).items():
                 results = translator.translate_batch(
                     [sources[i] for i in members], **options, **self._common(limit, members)
