@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from bench.common import ROOT, write_result  # noqa: E402
-from scripts.browser_check import free_port, start_server  # noqa: E402
+from scripts.browser_check import free_port  # noqa: E402
 
 HOST = "127.0.0.1"  # the load never leaves this machine
 DIRECT_SAME = "direct-ctranslate2, the server's batch"  # rows timed at the served batch size
@@ -622,8 +622,8 @@ def peer_summary(rows: list[dict], floors: list[dict], beams: list[int]) -> dict
 def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -> list[dict]:
     port = free_port()
     flags = [*flags, *shlex.split(args.serve_args)]
-    server = start_server(
-        Path(args.model_dir), port, "--threads", str(args.threads), "--metrics", *flags
+    server = start_aiayn(
+        Path(args.model_dir), port, ["--threads", str(args.threads), "--metrics", *flags]
     )
     rows = []
     try:

@@ -176,7 +176,8 @@ def test_after_a_short_batch_cohorts_as_large_as_it_start_at_once():
 def test_with_two_workers_two_batches_decode_at_once(workers):
     """Each batch waits inside its call for the other's: only two workers can answer both
     (one worker runs the second batch after the first has given up waiting)."""
-    both = threading.Barrier(2, timeout=1.0)
+    # two workers meet at once; one worker's first batch gives up after its timeout
+    both = threading.Barrier(2, timeout=10.0 if workers == 2 else 0.5)
     threads = set()
 
     def run(items):
@@ -196,7 +197,7 @@ def test_with_two_workers_two_batches_decode_at_once(workers):
 
 
 def test_a_batch_forms_while_another_decodes_and_close_stops_every_worker():
-    queue, run, runs = _timed_queue(max_wait=0.05, hold=0.4, workers=2)
+    queue, run, runs = _timed_queue(max_wait=0.05, hold=1.0, workers=2)
 
     async def main():
         first = queue.submit(["a"], run, "k")[1]

@@ -9,9 +9,9 @@ scores (as attention maps always are), beam search that stops early; CTranslate2
 greedy search and beam search for one translation, without scores (what the server's
 translation routes and ``aiayn translate`` ask for). Its greedy search gives the torch
 model's tokens; its beam search, searched on until twice the beam has finished and rescored
-with GNMT's length penalty (the paper's) (``aiayn.interop.ctranslate2.searches``), gave the torch
-model's exact search's best translation on 1,000 of the shipped model's 1,000 test sentences
-(``bench/ct2_beam.py``). A model CTranslate2 cannot take (a character tokenizer, learned
+with GNMT's length penalty, the paper's (``aiayn.interop.ctranslate2.searches``), gave the
+torch model's exact search's best translation on 1,000 of the shipped model's 1,000 test
+sentences (``bench/ct2_beam.py``). A model CTranslate2 cannot take (a character tokenizer, learned
 positions, int8 weights, ...) is decoded by the torch model."""
 
 from __future__ import annotations

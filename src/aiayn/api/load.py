@@ -87,8 +87,8 @@ def load(
     "torch", and decodes what CTranslate2 cannot (constraints) with the torch model.
     ``decoders``: how many threads may translate at once with CTranslate2, each on a
     decoder of its own of ``torch.get_num_threads()`` threads (set that to the cores over
-    ``decoders``, as ``aiayn serve`` does); the torch model is shared by any number. Bad directories are
-    ``UserError``s naming the file.
+    ``decoders``, as ``aiayn serve`` does); the torch model is shared by any number. Bad
+    directories are ``UserError``s naming the file.
     """
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise OptionError(f"decoders must be an integer >= 1, got {decoders!r}", "decoders")

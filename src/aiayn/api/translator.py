@@ -279,8 +279,9 @@ class Translator(LoadedModel):
     def _decoder_for(self, held: list[list[list[int]]] | None, **request):
         """What decodes a request (``request``: its search, as ``needs_torch`` takes it) with
         constraints ``held``: under engine "auto" CTranslate2 for greedy and beam search for
-        one translation without scores or constraints, the torch model for the rest; a forced CTranslate2 engine cannot hold
-        constraints (an error naming the engines that can)."""
+        one translation without scores or constraints, the torch model for the rest; a
+        forced CTranslate2 engine cannot hold constraints (an error naming the engines that
+        can)."""
         if self.auto:
             plain = held is None and not needs_torch(**request)
             return (self.fast_decoder() if plain else None) or self.model

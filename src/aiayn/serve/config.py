@@ -9,21 +9,20 @@ from aiayn.config.fields import _check_float, _check_int
 from aiayn.infer.cores import usable_cores
 
 
-def serving_decoders(cores: int | None = None) -> int:
+def serving_decoders() -> int:
     """How many batches ``aiayn serve`` decodes at once by default: two where the process
-    may use two cores or more (a batch decodes while the next forms and decodes; on two
-    cores CTranslate2's beam search then serves 1.9x the sentences of one decoder with both
-    threads, torch's 1.7x), else one."""
-    return 2 if (cores or usable_cores()) >= 2 else 1
+    may use two cores or more (a batch decodes while the next forms and decodes beside it;
+    docs/serving.md has what it measured), else one."""
+    return 2 if usable_cores() >= 2 else 1
 
 
-def serving_threads(decoders: int = 1, cores: int | None = None) -> int:
+def serving_threads(decoders: int = 1) -> int:
     """The threads each of ``decoders`` decoders takes by default: the cores this process
     may use, less one for the HTTP side (the event loop, parsing, tokenizing, JSON), shared
     among them, at least one. Decoding on every core with one decoder leaves the event loop
     to steal from its threads, each of which then waits for the others at every operation;
     decoders of one thread each wait for no other."""
-    return max(1, ((cores or usable_cores()) - 1) // decoders)
+    return max(1, (usable_cores() - 1) // decoders)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
     ``quantize`` ("int8") quantizes a float model's linear layers as it loads; ``engine``
-    "auto" (CTranslate2 for greedy and beam search where installed) or "ctranslate2" translates with
-    CTranslate2 (``aiayn.load``'s engine); ``members``: further
+    "auto" (CTranslate2 for greedy and beam search where installed) or "ctranslate2"
+    translates with CTranslate2 (``aiayn.load``'s engine); ``members``: further
     translators decoded with the one in ``path`` as an ensemble (their per-step probabilities
     averaged); ``device`` and ``dtype``: where the model runs and its weights' dtype
     (``aiayn.load``'s)."""

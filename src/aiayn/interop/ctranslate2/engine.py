@@ -89,8 +89,8 @@ class CTranslate2Engine(Searches):
     decoder of its own (CTranslate2's ``inter_threads``, sharing the weights) with
     ``threads`` threads. With more than one on a CPU, a search takes them all while none
     has overlapped another for ``ALONE_AFTER`` seconds: a second ``ctranslate2.Translator``
-    (a second copy of the weights) runs it on ``threads`` x ``decoders`` threads, so that a
-    lone client is answered as fast as one decoder of every thread answers, and clients that
+    (a second copy of the weights) runs it on ``threads`` x ``decoders`` threads (at most the
+    cores this process may use), so that a lone client is answered as fast as one decoder of every thread answers, and clients that
     come together share the cores, each batch on its own decoder (a search on every thread
     beside another would have more threads than cores, each waiting for the others).
     """
