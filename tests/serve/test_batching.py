@@ -215,3 +215,57 @@ def test_a_batch_forms_while_another_decodes_and_close_stops_every_worker():
     assert not any(t.is_alive() for t in queue._threads)
     with pytest.raises(ValueError, match="at least one worker"):
         BatchQueue("m", workers=0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_several_workers_split_the_load_between_them(workers):
+    """Eight jobs at once: one worker takes them as one batch; two take four each, at once
+    (one batch of eight would leave the other worker idle)."""
+    queue, run, runs = _timed_queue(max_wait=0.2, hold=0.3, workers=workers)
+
+    async def main():
+        futures = [queue.submit([x], run, "k")[1] for x in range(8)]
+        return await asyncio.gather(*futures)
+
+    try:
+        assert asyncio.run(main()) == [[x] for x in range(8)]
+    finally:
+        queue.close(timeout=5)
+    sizes = [len(items) for _, items, _ in runs]
+    if workers == 1:
+        assert sizes == [8]
+    else:
+        assert sizes == [4, 4]
+        (first_start, _, first_end), (second_start, _, _) = runs
+        assert second_start < first_end  # side by side
+    assert queue.outstanding == 0
+
+
+def test_cancelled_jobs_leave_the_load_a_batch_is_shared_by():
+    release = threading.Event()
+
+    def held(items):
+        release.wait(10)
+        return items
+
+    queue = BatchQueue("m", max_wait=0, workers=2)
+
+    async def main():
+        first = queue.submit(["first"], held, "k")[1]
+        while queue.depth:  # a worker holds the first job
+            await asyncio.sleep(0.01)
+        later = [queue.submit([x], held, "k") for x in range(6)]
+        assert queue.outstanding == 7 and queue.share() == 4
+        for job, _ in later:
+            job.cancelled = True
+        release.set()
+        return await first
+
+    try:
+        assert asyncio.run(main()) == ["first"]
+        deadline = time.monotonic() + 5
+        while queue.outstanding and time.monotonic() < deadline:
+            time.sleep(0.01)  # the workers drop the cancelled jobs
+    finally:
+        queue.close(timeout=5)
+    assert queue.outstanding == 0

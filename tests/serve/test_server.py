@@ -104,6 +104,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
         log = proc.stdout.read()
         assert "Traceback" not in log
         assert "Waiting for connections to close" in log  # the request was still in flight
+        assert "(httptools on uvloop; Ctrl-C to stop)" in log  # the serve extra's HTTP stack
     finally:
         if proc.poll() is None:
             proc.kill()

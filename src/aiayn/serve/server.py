@@ -8,6 +8,7 @@ exits with status 0.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import logging
 import signal
 import socket
@@ -127,6 +128,16 @@ def run_server(
         sock.close()
 
 
+def http_stack() -> str:
+    """What uvicorn serves with: its C HTTP parser on libuv's event loop where they are
+    installed (the serve extra), otherwise h11 on asyncio's own loop."""
+
+    def have(name: str) -> bool:
+        return importlib.util.find_spec(name) is not None
+
+    return f"{'httptools' if have('httptools') else 'h11'} on {'uvloop' if have('uvloop') else 'asyncio'}"
+
+
 def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
     server = uvicorn.Server(
         uvicorn.Config(
@@ -147,7 +158,8 @@ def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
     # uvicorn re-raises the signal it stopped on once it has shut down; take it as a clean exit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     shown = f"[{host}]" if ":" in host else host
-    log.info("serving on http://%s:%d (Ctrl-C to stop)", shown, sock.getsockname()[1])
+    where = sock.getsockname()[1]
+    log.info("serving on http://%s:%d (%s; Ctrl-C to stop)", shown, where, http_stack())
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
