@@ -540,7 +540,10 @@ def compare_peers(args, sentences: list[str]) -> int:
                     env = libretranslate_env(beam, name.endswith("tuned"))
                     server = start_libretranslate(port, env)
                 try:
-                    load(port, sentences, 2, 2, 60, route="/translate")  # warm-up
+                    # warm-up: the bars' load once over (a first pass costs each server
+                    # more CPU a sentence, as the floor's first pass in process does)
+                    load(port, sentences, 16, max(2, args.sentences // 16), args.max_seconds,
+                         route="/translate")  # fmt: skip
                     for clients, per in PEER_LOADS:
                         each = max(2, args.sentences // (clients * per))
                         measured = load(port, sentences, clients, each, args.max_seconds,
@@ -565,6 +568,7 @@ def compare_peers(args, sentences: list[str]) -> int:
             "server_threads": args.threads or "default",
             "sentences_per_load": args.sentences,
             "repeats": args.repeats,
+            "warm_up": "each server: 16 clients, one sentence a request, the load's sentences",
             "peers": (
                 "LibreTranslate 1.9.6 (argos-translate-lt 1.12.1) serving aiayn's "
                 "`aiayn export --format argos` package; tuned: ARGOS_INTRA_THREADS=1; beam: "

@@ -26,12 +26,13 @@ into two cohorts, each batch half of them, while waiting costs a tenth of a batc
 After a short batch the two cohorts stay: one's requests and answers go through the event loop
 while the other's decodes.
 
-Sharing among workers: with several workers a batch takes at most its worker's share of the
-load, the items submitted and not yet answered (their most in the last ``PEAK_HOLD`` seconds)
-split evenly among the workers, and waits for no more than that. Otherwise closed-loop
+Sharing among workers: with several workers a batch takes at most a share of the load (the
+items submitted and not yet answered, their most in the last ``PEAK_HOLD`` seconds) split in
+one part more than there are workers, and waits for no more than that. Otherwise closed-loop
 clients gather into one batch (a long one makes the next wait for all of its clients) while
-the other workers wait for them: under 16 clients at greedy, on two workers, one decoded
-batches of 16 while the other stood idle half of the time.
+the other workers wait for them; and with as many parts as workers, each worker waits for its
+own clients' answers and next requests to pass the event loop. The extra part is the clients
+on their way back, queued by the time a worker is free.
 """
 
 from __future__ import annotations
@@ -167,12 +168,12 @@ class BatchQueue:
         return self._outstanding
 
     def share(self) -> int:
-        """The most items a batch takes: with several workers, each one's share of the load
-        (the module's docstring); one worker takes up to ``max_batch``."""
+        """The most items a batch takes: with several workers, a share of the load (the
+        module's docstring); one worker takes up to ``max_batch``."""
         if self._workers == 1:
             return self.max_batch
         load = max(self._outstanding, self._peak)
-        return max(1, min(self.max_batch, -(-load // self._workers)))
+        return max(1, min(self.max_batch, -(-load // (self._workers + 1))))
 
     def _drop(self, job: Job) -> None:
         """A cancelled job leaves the queue unrun (with ``_cond`` held)."""
