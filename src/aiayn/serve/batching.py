@@ -240,6 +240,10 @@ class BatchQueue:
                 results, error = None, e
             if self.on_batch is not None:
                 self.on_batch(len(items), len(batch), time.perf_counter() - start)
+            with self._cond:  # answered: its clients may come back (see the module)
+                self._outstanding -= len(items)  # before they can: no double count
+                self._last_size, self._last_end = len(items), time.monotonic()
+                self._last_seconds = self._last_end - started
             answers: dict[asyncio.AbstractEventLoop, list] = {}  # one wake-up a loop
             offset = 0
             for job in batch:
@@ -251,7 +255,3 @@ class BatchQueue:
                     loop.call_soon_threadsafe(_resolve_all, answered)
                 except RuntimeError:  # the event loop is gone (shutdown)
                     pass
-            with self._cond:  # answered: its clients may come back (see the module)
-                self._outstanding -= len(items)
-                self._last_size, self._last_end = len(items), time.monotonic()
-                self._last_seconds = self._last_end - started
