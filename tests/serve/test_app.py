@@ -167,7 +167,8 @@ def _translate_concurrently(client, texts, **options):
 
 @pytest.mark.parametrize("options", [{}, {"beam": 3, "nbest": 2}])
 def test_batched_requests_get_what_they_get_alone(model_dirs, options):
-    with make_client(model_dirs, batch_wait_ms=300) as client:
+    # one decoder, which waits for company (two take a lone request at once)
+    with make_client(model_dirs, batch_wait_ms=300, decoders=1) as client:
         wait_ready(client)
         sizes = []
         queue = client.app.state.registry.queues["de-en"]
@@ -430,7 +431,9 @@ def test_translate_under_load_answers_what_aiayn_translate_prints(
     model_dirs, beam, monkeypatch, capsys
 ):
     """LibreTranslate's /translate with the server's default engine, requests batched
-    together: each text's translation is the line `aiayn translate` prints for it."""
+    together: each text's translation is the line `aiayn translate` prints for it. One
+    decoder, which waits for company (with two, a request that comes while the load is one
+    request goes to the idle decoder at once)."""
     import io
 
     from aiayn.cli import main
@@ -440,7 +443,7 @@ def test_translate_under_load_answers_what_aiayn_translate_prints(
     assert main(argv) == 0
     printed = capsys.readouterr().out.splitlines()
     served = {"translator": model_dirs["translator"]}
-    with make_client(served, batch_wait_ms=300, beam=beam) as client:
+    with make_client(served, batch_wait_ms=300, beam=beam, decoders=1) as client:
         wait_ready(client)
         sizes = []
         queue = client.app.state.registry.queues["de-en"]
