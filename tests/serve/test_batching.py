@@ -224,7 +224,8 @@ def test_several_workers_split_the_load_between_them(workers):
     queue, run, runs = _timed_queue(max_wait=0.2, hold=0.3, workers=workers)
 
     async def main():
-        futures = [queue.submit([x], run, "k")[1] for x in range(8)]
+        with queue._cond:  # all eight queued before a worker looks (a loaded machine)
+            futures = [queue.submit([x], run, "k")[1] for x in range(8)]
         return await asyncio.gather(*futures)
 
     try:
@@ -255,7 +256,7 @@ def test_cancelled_jobs_leave_the_load_a_batch_is_shared_by():
         while queue.depth:  # a worker holds the first job
             await asyncio.sleep(0.01)
         later = [queue.submit([x], held, "k") for x in range(6)]
-        assert queue.outstanding == 7 and queue.share() == 3
+        assert queue.outstanding == 7 and queue.share() == 4  # no wait: every batch is long
         for job, _ in later:
             job.cancelled = True
         release.set()
@@ -269,3 +270,68 @@ def test_cancelled_jobs_leave_the_load_a_batch_is_shared_by():
     finally:
         queue.close(timeout=5)
     assert queue.outstanding == 0
+
+
+def test_after_a_long_batch_the_load_splits_in_as_many_parts_as_workers():
+    """Three clients on two workers after a batch 30x the wait: two and one side by side (in
+    three parts, as after short batches, the third would wait a whole batch)."""
+    queue, run, runs = _timed_queue(max_wait=0.01, hold=0.3, workers=2)
+
+    async def main():
+        await queue.submit(["first"], run, "k")[1]
+        with queue._cond:
+            futures = [queue.submit([x], run, "k")[1] for x in "abc"]
+        return await asyncio.gather(*futures)
+
+    try:
+        assert asyncio.run(main()) == [["a"], ["b"], ["c"]]
+    finally:
+        queue.close(timeout=5)
+    assert [items for _, items, _ in runs[1:]] == [["a", "b"], ["c"]]
+    (_, _, first_end), (second_start, _, _) = runs[1:]
+    assert second_start < first_end  # side by side
+
+
+def test_the_load_a_batch_is_shared_by_is_its_most_over_the_last_second(monkeypatch):
+    queue = BatchQueue("m", max_wait=0.01, workers=2)  # batches far shorter than 10x that
+
+    async def main():
+        with queue._cond:
+            futures = [queue.submit([x], lambda items: items, "k")[1] for x in range(6)]
+        await asyncio.gather(*futures)
+        assert queue.outstanding == 0 and queue.share() == 2  # six, held (in three parts)
+        monkeypatch.setattr("aiayn.serve.batching.PEAK_HOLD", 0.0)
+        await queue.submit(["later"], lambda items: items, "k")[1]  # a new second: one
+        assert queue.share() == 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        queue.close(timeout=5)
+
+
+def test_the_load_is_counted_down_after_errors_lone_jobs_and_a_failing_observer():
+    def boom(items):
+        raise ValueError("no")
+
+    queue = BatchQueue("m", max_wait=0, workers=2)
+    seen = []
+
+    def observer(items, jobs, seconds):
+        seen.append(items)
+        raise RuntimeError("the observer fails")
+
+    async def main():
+        failed = queue.submit(["x"], boom, "k")[1]
+        alone = queue.submit(["y", "z"], lambda items: items, None)[1]
+        results = await asyncio.gather(failed, alone, return_exceptions=True)
+        assert isinstance(results[0], ValueError) and results[1] == ["y", "z"]
+        queue.on_batch = observer
+        answer = queue.submit(["w"], lambda items: items, "k")[1]
+        assert await asyncio.wait_for(answer, 10) == ["w"]
+
+    try:
+        asyncio.run(main())
+    finally:
+        queue.close(timeout=5)
+    assert queue.outstanding == 0 and seen == [1]

@@ -28,22 +28,29 @@ while the other's decodes.
 
 Sharing among workers: with several workers a batch takes at most a share of the load (the
 items submitted and not yet answered, their most in the last ``PEAK_HOLD`` seconds) split in
-one part more than there are workers, and waits for no more than that. Otherwise closed-loop
-clients gather into one batch (a long one makes the next wait for all of its clients) while
-the other workers wait for them; and with as many parts as workers, each worker waits for its
-own clients' answers and next requests to pass the event loop. The extra part is the clients
-on their way back, queued by the time a worker is free.
+as many parts as there are workers, and waits for no more than that; after a short batch, in
+one part more. Otherwise closed-loop clients gather into one batch (a long one makes the next
+wait for all of its clients) while the other workers wait for them. After short batches, with
+as many parts as workers, each worker would wait for its own clients' answers and next
+requests to pass the event loop, a round trip as long as a good part of the batch: the extra
+part is the clients on their way back, queued by the time a worker is free. After a long
+batch that round trip is short beside it, and a part more would only make a few clients wait
+a whole batch for a free worker (three clients on two workers: batches of one, the third
+behind).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("aiayn.serve")
 
 GAP_WEIGHT = 0.25  # weight of the newest gap between arrivals in their moving average
 # a batch that ran this many times max_wait makes the next wait for its clients (at most
@@ -173,7 +180,9 @@ class BatchQueue:
         if self._workers == 1:
             return self.max_batch
         load = max(self._outstanding, self._peak)
-        return max(1, min(self.max_batch, -(-load // (self._workers + 1))))
+        long = self._last_seconds >= LONG_BATCH * self.max_wait
+        parts = self._workers if long else self._workers + 1
+        return max(1, min(self.max_batch, -(-load // parts)))
 
     def _drop(self, job: Job) -> None:
         """A cancelled job leaves the queue unrun (with ``_cond`` held)."""
@@ -239,19 +248,25 @@ class BatchQueue:
             except Exception as e:  # the requests get the error; the worker goes on
                 results, error = None, e
             if self.on_batch is not None:
-                self.on_batch(len(items), len(batch), time.perf_counter() - start)
-            with self._cond:  # answered: its clients may come back (see the module)
-                self._outstanding -= len(items)  # before they can: no double count
-                self._last_size, self._last_end = len(items), time.monotonic()
-                self._last_seconds = self._last_end - started
-            answers: dict[asyncio.AbstractEventLoop, list] = {}  # one wake-up a loop
-            offset = 0
-            for job in batch:
-                share = None if error else results[offset : offset + len(job.items)]
-                offset += len(job.items)
-                answers.setdefault(job.loop, []).append((job.future, share, error))
-            for loop, answered in answers.items():
                 try:
-                    loop.call_soon_threadsafe(_resolve_all, answered)
-                except RuntimeError:  # the event loop is gone (shutdown)
-                    pass
+                    self.on_batch(len(items), len(batch), time.perf_counter() - start)
+                except Exception:  # an observer (metrics) stops neither answers nor worker
+                    log.exception("model %s: the batch observer failed", self.name)
+            self._answer(batch, items, results, error, started)
+
+    def _answer(self, batch: list[Job], items: list, results, error, started: float) -> None:
+        with self._cond:  # answered: its clients may come back (see the module)
+            self._outstanding -= len(items)  # before they can: no double count
+            self._last_size, self._last_end = len(items), time.monotonic()
+            self._last_seconds = self._last_end - started
+        answers: dict[asyncio.AbstractEventLoop, list] = {}  # one wake-up a loop
+        offset = 0
+        for job in batch:
+            share = None if error else results[offset : offset + len(job.items)]
+            offset += len(job.items)
+            answers.setdefault(job.loop, []).append((job.future, share, error))
+        for loop, answered in answers.items():
+            try:
+                loop.call_soon_threadsafe(_resolve_all, answered)
+            except RuntimeError:  # the event loop is gone (shutdown)
+                pass

@@ -8,7 +8,7 @@ exits with status 0.
 from __future__ import annotations
 
 import errno
-import importlib.util
+import importlib
 import logging
 import signal
 import socket
@@ -129,13 +129,18 @@ def run_server(
 
 
 def http_stack() -> str:
-    """What uvicorn serves with: its C HTTP parser on libuv's event loop where they are
-    installed (the serve extra), otherwise h11 on asyncio's own loop."""
+    """What uvicorn serves with, chosen as it chooses: its C HTTP parser on libuv's event loop
+    where they import (the serve extra), otherwise h11 on asyncio's own loop."""
 
-    def have(name: str) -> bool:
-        return importlib.util.find_spec(name) is not None
+    def imports(name: str) -> bool:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return False
+        return True
 
-    return f"{'httptools' if have('httptools') else 'h11'} on {'uvloop' if have('uvloop') else 'asyncio'}"
+    parser = "httptools" if imports("httptools") else "h11"
+    return f"{parser} on {'uvloop' if imports('uvloop') else 'asyncio'}"
 
 
 def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
