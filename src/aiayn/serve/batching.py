@@ -180,9 +180,13 @@ class BatchQueue:
         if self._workers == 1:
             return self.max_batch
         load = max(self._outstanding, self._peak)
-        long = self._last_seconds >= LONG_BATCH * self.max_wait
-        parts = self._workers if long else self._workers + 1
+        parts = self._workers if self._after_long_batch else self._workers + 1
         return max(1, min(self.max_batch, -(-load // parts)))
+
+    @property
+    def _after_long_batch(self) -> bool:
+        """Whether the batch answered last ran ``LONG_BATCH`` times ``max_wait`` or more."""
+        return self._last_seconds >= LONG_BATCH * self.max_wait
 
     def _drop(self, job: Job) -> None:
         """A cancelled job leaves the queue unrun (with ``_cond`` held)."""
@@ -220,7 +224,7 @@ class BatchQueue:
                 now = time.monotonic()
                 if target is None:  # what to wait for, of the batch answered last
                     target = 0
-                    if now < returning and self._last_seconds >= LONG_BATCH * self.max_wait:
+                    if now < returning and self._after_long_batch:
                         target = size + self._last_size  # its clients join what waits
                     elif now < returning:
                         target = self._last_size  # no batch smaller than it

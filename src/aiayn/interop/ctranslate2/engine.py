@@ -90,9 +90,10 @@ class CTranslate2Engine(Searches):
     ``threads`` threads. With more than one on a CPU, a search takes them all while none
     has overlapped another for ``ALONE_AFTER`` seconds: a second ``ctranslate2.Translator``
     (a second copy of the weights) runs it on ``threads`` x ``decoders`` threads (at most the
-    cores this process may use), so that a lone client is answered as fast as one decoder of every thread answers, and clients that
-    come together share the cores, each batch on its own decoder (a search on every thread
-    beside another would have more threads than cores, each waiting for the others).
+    cores this process may use), so that a lone client is answered on every thread, and
+    clients that come together share the cores, each batch on its own decoder (a search on
+    every thread beside another would have more threads than cores, each waiting for the
+    others).
     """
 
     name = "ctranslate2"

@@ -20,7 +20,7 @@ class Searches:
     """The searches, as methods of ``CTranslate2Engine`` (its base class). They read the
     translator of this thread's search (``_decoding``), the engine's token tables
     (``_pieces``, ``_target``, ``_outputs``), the target prefixes of this thread's search
-    (``_heads``), and, for a seeded sample, its ``path``, ``_options`` and ``_seed_lock``."""
+    (``_heads``), and, for a seeded sample, ``_translator`` and ``_seed_lock``."""
 
     def _common(self, limit: int, members: list[int] | None = None) -> dict:
         common = dict(
