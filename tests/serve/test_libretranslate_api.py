@@ -232,3 +232,61 @@ def test_cors_headers_as_libretranslate_sends_them(client):
     )
     assert preflight.status_code == 200
     assert preflight.headers["access-control-allow-origin"] == "*"
+
+
+# --- a JSON /translate is answered before FastAPI's routing (TranslateLane), a form by the route
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"q": "Hallo Welt", "source": "de", "target": "en"},
+        {"q": ["Hallo", "Welt"], "source": "auto", "target": "en", "alternatives": "1"},
+        {"q": "<p>Hallo <b>Welt</b></p>", "source": "de", "target": "en", "format": "html"},
+        {"q": "🙂", "source": "de", "target": "en"},
+        {"q": "Hallo", "source": "de", "target": "zz"},
+        {"source": "de", "target": "en"},
+        {"q": "Hallo", "source": "de", "target": "en", "format": "xml"},
+        {"q": "Hallo", "source": "de", "target": "en", "alternatives": "-1"},
+        {"q": "Hallo", "source": "de", "target": "en", "alternatives": "99"},
+    ],
+)
+def test_a_json_body_is_answered_as_the_same_form(client, fields):
+    as_json = {k: int(v) if k == "alternatives" else v for k, v in fields.items()}
+    by_lane = client.post("/translate", json=as_json)
+    by_route = client.post("/translate", data=fields)
+    assert by_lane.status_code == by_route.status_code
+    assert by_lane.json() == by_route.json()
+    assert by_lane.headers["content-type"] == by_route.headers["content-type"]
+    assert by_lane.headers["access-control-allow-origin"] == "*"
+
+
+def test_a_json_translation_skips_fastapis_routing_and_counts_as_the_route(model_dirs):
+    from aiayn.serve.access import AccessConfig
+
+    with make_client(model_dirs, access=AccessConfig(metrics=True)) as c:
+        wait_ready(c)
+        routed = []
+        router = c.app.router
+
+        class Spy:  # FastAPI's router, noting each request it routes
+            def __getattr__(self, name):
+                return getattr(router, name)
+
+            async def __call__(self, scope, receive, send):
+                routed.append((scope["method"], scope["path"]))
+                await router(scope, receive, send)
+
+        c.app.router = Spy()
+        c.app.middleware_stack = None  # built again, over the spy
+        fields = {"q": "Hallo", "source": "de", "target": "en"}
+        assert c.post("/translate", json=fields).status_code == 200
+        assert c.post("/translate", json={**fields, "target": "zz"}).status_code == 400
+        assert routed == []
+        assert c.post("/translate", data=fields).status_code == 200
+        assert routed == [("POST", "/translate")]
+        c.app.router = router
+        c.app.middleware_stack = None
+        text = c.get("/metrics").text
+    assert 'aiayn_requests_total{route="/translate",status="200"} 2.0' in text
+    assert 'aiayn_requests_total{route="/translate",status="400"} 1.0' in text

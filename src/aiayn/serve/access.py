@@ -2,7 +2,8 @@
 
 ``Guarded`` (FastAPI's ``Security`` over ``guard``) is declared by every route that runs a
 model (LibreTranslate's, OpenAI's and aiayn's) and by LibreTranslate's other guarded routes
-(``/detect``, ``/suggest``); a new route that runs one declares it too. It
+(``/detect``, ``/suggest``); a new route that runs one declares it too (``TranslateLane``,
+which answers a JSON ``/translate`` before FastAPI's routing, calls it as ``guard_request``). It
 
 1. reads the caller's API key: ``Authorization: Bearer KEY`` (OpenAI's clients) or the body's
    ``api_key`` (LibreTranslate's, JSON or form);
@@ -25,7 +26,6 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import hmac
-import json
 import logging
 import math
 import re
@@ -38,7 +38,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from aiayn.serve.config import ServeConfig
-from aiayn.serve.errors import LIBRETRANSLATE_PATHS, ServeError
+from aiayn.serve.errors import LIBRETRANSLATE_PATHS, PARSED_JSON, ServeError
 from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore
 
 log = logging.getLogger("aiayn.serve")
@@ -243,10 +243,10 @@ async def body_fields(request: Request) -> dict:
     if request.method not in ("POST", "PUT", "PATCH"):
         return {}
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = await request.body()  # kept by the request: the route reads it again
     if media in ("application/x-www-form-urlencoded", "multipart/form-data"):
         if request.url.path not in LIBRETRANSLATE_PATHS:
             return {}  # refused as a body by JsonBody
+        await request.body()  # kept by the request: the route reads it again
         # parsed once (the request keeps it for the route): with the route's own limits
         form = await request.form(**FORM_LIMITS.get(request.url.path, {}))
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
@@ -254,10 +254,7 @@ async def body_fields(request: Request) -> dict:
         for name, value in pairs:
             fields.setdefault(name, []).append(value)
         return {k: v if len(v) > 1 else v[0] for k, v in fields.items()}
-    try:
-        data = json.loads(body) if body.strip() else None
-    except ValueError:  # JsonBody answers it (LibreTranslate's text/plain bodies too)
-        return {}
+    data = request.scope.get(PARSED_JSON)  # JsonBody's: a body that is no JSON never gets here
     return data if isinstance(data, dict) else {}
 
 
@@ -289,6 +286,12 @@ async def guard(
 
 
 Guarded = Annotated[Caller, Security(guard)]
+
+
+async def guard_request(request: Request) -> Caller:
+    """``guard`` for a request answered without FastAPI's dependencies (LibreTranslate's
+    ``TranslateLane``): the bearer token read as ``Security`` reads it for the routes."""
+    return await guard(request, await _bearer(request))
 
 
 def require_admitted(where: str) -> None:

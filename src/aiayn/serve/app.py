@@ -76,6 +76,7 @@ def create_app(
     app.state.registry, app.state.gate, app.state.files = registry, gate, stored
     app.state.frontend, app.state.suggestions = frontend, suggestions
     app.state.glossary = glossary
+    app.add_middleware(libretranslate.TranslateLane)  # inside InternalErrors
     install_error_handlers(app)
     app.include_router(docs.router)
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit

@@ -86,30 +86,35 @@ def validation_message(errors: list[dict]) -> tuple[int, str, str | None]:
     return 422, "; ".join(parts), field_name(tuple(errors[0].get("loc", ()))) if errors else None
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """The answers to ``ServeError``, bad requests, ``UserError`` and unknown routes, and the
-    ``InternalErrors`` middleware (added first, so the innermost) for everything else."""
-    app.add_middleware(InternalErrors)
-
-    @app.exception_handler(ServeError)
-    async def _serve_error(request: Request, exc: ServeError):
-        return error_response(request.url.path, exc.status, exc.message, exc.param, exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError):
+def handled(path: str, method: str, exc: Exception) -> JSONResponse | None:
+    """The answer to ``exc`` raised on ``method path``: to a ``ServeError``, a bad request, a
+    ``UserError`` (422) and an HTTP error; None for any other exception (``InternalErrors``
+    answers it 500)."""
+    if isinstance(exc, ServeError):
+        return error_response(path, exc.status, exc.message, exc.param, exc.headers)
+    if isinstance(exc, RequestValidationError):
         status, message, param = validation_message(list(exc.errors()))
-        return error_response(request.url.path, status, message, param)
-
-    @app.exception_handler(UserError)
-    async def _user_error(request: Request, exc: UserError):
-        return error_response(request.url.path, 422, str(exc))
-
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException):
+        return error_response(path, status, message, param)
+    if isinstance(exc, UserError):
+        return error_response(path, 422, str(exc))
+    if isinstance(exc, HTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
-            detail = f"no route {request.method} {request.url.path} (see /docs)"
-        return error_response(request.url.path, exc.status_code, detail, None, exc.headers)
+            detail = f"no route {method} {path} (see /docs)"
+        return error_response(path, exc.status_code, detail, None, exc.headers)
+    return None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """``handled``'s answers to ``ServeError``, bad requests, ``UserError`` and unknown routes,
+    and the ``InternalErrors`` middleware (added first, so the innermost) for everything else."""
+    app.add_middleware(InternalErrors)
+
+    async def answer(request: Request, exc: Exception):
+        return handled(request.url.path, request.method, exc)
+
+    for kind in (ServeError, RequestValidationError, UserError, HTTPException):
+        app.add_exception_handler(kind, answer)
 
 
 class InternalErrors:
@@ -178,6 +183,11 @@ class BodyLimit:
             )
             return await response(scope, receive, send)
         return await self.app(scope, replaying(b"".join(chunks), receive), send)
+
+
+# the scope key under which JsonBody leaves a request body's JSON value, parsed once, for the
+# access check and the route (absent: no body, or a form)
+PARSED_JSON = "aiayn.json"
 
 
 def replaying(body: bytes, receive):

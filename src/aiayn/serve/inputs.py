@@ -20,6 +20,7 @@ from aiayn.serve.access import Caller
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import (
     LIBRETRANSLATE_PATHS,
+    PARSED_JSON,
     ServeError,
     error_response,
     replaying,
@@ -206,7 +207,8 @@ def _check_text(name: str, text: str, param: str | None = None) -> None:
 class JsonBody:
     """ASGI middleware: a request body must be JSON as ``parse_json`` takes it (LibreTranslate's
     routes also take forms); anything else is answered 400, 415 or 422 naming the problem
-    before a route reads the body, which is then replayed to the application."""
+    before a route reads the body, which is then replayed to the application with its value
+    (the scope's ``PARSED_JSON``: the access check and the route parse it no more)."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -240,7 +242,7 @@ class JsonBody:
                         "Content-Type: application/json",
                         "body",
                     )
-                parse_json(body)
+                scope[PARSED_JSON] = parse_json(body)
         except ServeError as e:
             response = error_response(scope["path"], e.status, e.message, e.param)
             return await response(scope, receive, send)
@@ -253,16 +255,15 @@ async def libretranslate_body(request: Request, schema: type[BaseModel]) -> Base
     if content_type.startswith("multipart/form-data"):
         form = await request.form()
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-    else:
+    elif content_type.startswith("application/x-www-form-urlencoded"):
         body = await request.body()
-        if content_type.startswith("application/x-www-form-urlencoded"):
-            try:
-                pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
-            except ValueError as e:  # UnicodeDecodeError: not UTF-8
-                raise ServeError(400, f"body: a form that is not UTF-8 ({e})", "body") from None
-        else:
-            pairs = None
-            data = json.loads(body) if body.strip() else {}  # JsonBody checked it
+        try:
+            pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+        except ValueError as e:  # UnicodeDecodeError: not UTF-8
+            raise ServeError(400, f"body: a form that is not UTF-8 ({e})", "body") from None
+    else:
+        pairs = None
+        data = request.scope.get(PARSED_JSON, {})  # JsonBody parsed and checked it
     if pairs is not None:
         data: dict = {}
         for key, value in pairs:

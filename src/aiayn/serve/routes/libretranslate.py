@@ -5,12 +5,13 @@ status codes and messages), so that its clients and its web page's settings work
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from aiayn import documents
 from aiayn.serve import schemas as s
-from aiayn.serve.access import Caller, Guarded
-from aiayn.serve.errors import ServeError
+from aiayn.serve.access import Caller, Guarded, guard_request
+from aiayn.serve.errors import PARSED_JSON, ServeError, handled
 from aiayn.serve.inputs import (
     LANGUAGE_NAMES,
     check_prefix,
@@ -126,6 +127,11 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
     """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto' picks the
     only model into ``target``), ``target``, ``alternatives``; JSON or form body. A text
     with no letters to translate (an emoji, a number, a URL) comes back as it came."""
+    return await translation(request, registry, caller)
+
+
+async def translation(request: Request, registry: Registry, caller: Caller) -> dict:
+    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body)."""
     req = await libretranslate_body(request, s.LibreTranslateRequest)
     texts = libretranslate_texts(req.q, caller)
     model, config = pick_translator(registry, req.source, req.target), registry.config
@@ -266,3 +272,40 @@ async def _translate_html(
     pages = sentences.render([(t.text, t.alignment or ()) for t in results])
     body: dict = {"translatedText": pages[0] if isinstance(req.q, str) else pages}
     return _detected(body, req, model, [True] * len(documents))
+
+
+class TranslateLane:
+    """ASGI middleware: LibreTranslate's ``POST /translate`` with a JSON body (the requests a
+    loaded server is made of) answered by the route's own ``translation``, without FastAPI's
+    routing and dependency resolution, which took half of the event loop's time a request
+    (docs/serving.md). It gets what the route gets: the access check (``guard``, which
+    ``Guarded`` resolves for the route), the body as ``JsonBody`` checked and parsed it,
+    errors answered as the route's are (``handled``; any other exception goes on to
+    ``InternalErrors``), and the route's name in the metrics. A form, or any other request,
+    goes on to FastAPI."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        # the route's own object, which the metrics name (as FastAPI sets it when routing)
+        (self._route,) = (
+            r for r in router.routes if r.path == "/translate" and "POST" in r.methods
+        )
+
+    async def __call__(self, scope, receive, send):
+        if not (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"] == "/translate"
+            and PARSED_JSON in scope  # a JSON body (JsonBody's), not a form
+        ):
+            return await self.app(scope, receive, send)
+        scope["route"] = self._route
+        request = Request(scope, receive)
+        try:
+            caller = await guard_request(request)
+            response = JSONResponse(await translation(request, request.app.state.registry, caller))
+        except Exception as e:
+            response = handled(scope["path"], "POST", e)
+            if response is None:
+                raise
+        await response(scope, receive, send)
