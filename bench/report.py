@@ -54,6 +54,7 @@ from bench.report_sections.experiments import (  # noqa: E402
     int8_kernels,
     linear_layout,
     profile_decode,
+    serve_loop,
     step_cost,
 )
 
@@ -93,6 +94,7 @@ EXPERIMENTS = [
     heap_memory,
     bf16_decode,
     bf16_attention,
+    serve_loop,
     ab_runs,
 ]
 
