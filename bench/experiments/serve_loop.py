@@ -6,12 +6,12 @@ and the JSON answer.
 
     python bench/experiments/serve_loop.py [MODEL_DIR] [--requests 3000] [--rounds 3]
 
-Variants, timed in turn in one process, each round:
+Variants, timed in turn in one process, each round starting with the next:
 
 - ``lane``: LibreTranslate's ``POST /translate`` with a JSON body, as the server answers it
   (``TranslateLane``, before FastAPI's routing);
 - ``fastapi``: the same requests with the lane taken out of the app, so that FastAPI routes
-  them and resolves the route's dependencies (the server before the lane);
+  them and resolves the route's dependencies (the body still parsed once, by ``JsonBody``);
 - ``form``: the same texts form-encoded (always FastAPI's route).
 
 One client (a request at a time) and 16 at once; the figure is the main thread's CPU
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from aiayn.api.results import Hypothesis, Translation  # noqa: E402
 from aiayn.serve.app import create_app  # noqa: E402
 from aiayn.serve.config import ServeConfig  # noqa: E402
+from aiayn.serve.errors import replaying  # noqa: E402
 from aiayn.serve.routes.libretranslate import TranslateLane  # noqa: E402
 from aiayn.serve.server import model_specs  # noqa: E402
 from common import write_result  # noqa: E402
@@ -62,6 +63,12 @@ def request(text: str, form: bool) -> tuple[list, bytes]:
     return headers, body
 
 
+async def no_disconnect() -> dict:
+    """An ASGI ``receive`` after the body: the client stays (the answer ends the call)."""
+    await asyncio.Event().wait()
+    return {}
+
+
 async def call(app, text: str, form: bool) -> None:
     headers, body = request(text, form)
     scope = {
@@ -70,22 +77,13 @@ async def call(app, text: str, form: bool) -> None:
         "root_path": "", "headers": headers, "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
     }  # fmt: skip
-    given = False
-
-    async def receive():
-        nonlocal given
-        if not given:
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # no disconnect: the answer ends the call
-
     status = []
 
     async def send(message):
         if message["type"] == "http.response.start":
             status.append(message["status"])
 
-    await app(scope, receive, send)
+    await app(scope, replaying(body, no_disconnect), send)
     if status != [200]:
         raise SystemExit(f"/translate answered {status} to {text!r}")
 
@@ -122,8 +120,9 @@ async def measure(model_dir: Path, sentences: list[str], requests: int, rounds: 
             await running.enter_async_context(app.router.lifespan_context(app))  # models load
             for model in app.state.registry.models.values():
                 model.translate = stub_translate
-        for _ in range(rounds):
-            for variant, app in apps.items():
+        order = list(apps.items())
+        for round_ in range(rounds):
+            for variant, app in order[round_ % len(order) :] + order[: round_ % len(order)]:
                 for clients in CLIENTS:
                     form = variant == "form"
                     await load(app, sentences, clients, requests // 10, form)  # warm-up

@@ -290,3 +290,54 @@ def test_a_json_translation_skips_fastapis_routing_and_counts_as_the_route(model
         text = c.get("/metrics").text
     assert 'aiayn_requests_total{route="/translate",status="200"} 2.0' in text
     assert 'aiayn_requests_total{route="/translate",status="400"} 1.0' in text
+
+
+def test_the_translate_route_depends_on_what_the_lane_does_by_hand():
+    """TranslateLane calls ``guard`` and reads the registry itself: a dependency added to the
+    route must be added to the lane too."""
+    from aiayn.serve.access import guard
+    from aiayn.serve.routes import registry_of
+    from aiayn.serve.routes.libretranslate import router
+
+    (route,) = [r for r in router.routes if r.path == "/translate"]
+    calls = {d.call for d in route.dependant.dependencies}
+    assert calls == {registry_of, guard}
+
+
+def test_a_body_is_a_form_or_json_alike_for_the_access_check_and_the_route(model_dirs):
+    """One decision (``is_form``): a Content-Type that only starts like a form's is JSON to the
+    request count and to the route alike, and a form's in capitals is a form to both."""
+    from aiayn.serve.access import AccessConfig
+
+    with make_client({"t": model_dirs["translator"]}, access=AccessConfig(req_limit=2)) as c:
+        wait_ready(c)
+        form = "q=a&q=b&q=c&q=d&q=e&source=de&target=en"
+        r = c.post(
+            "/translate",
+            content=f'{{"x": "&{form}&y="}}',
+            headers={"Content-Type": "application/x-www-form-urlencodedX"},
+        )
+        assert (r.status_code, r.json()) == (400, {"error": "Invalid request: missing q parameter"})
+        r = c.post(
+            "/translate",
+            content=form,
+            headers={"Content-Type": "Application/X-WWW-Form-Urlencoded"},
+        )
+        assert r.status_code == 400
+        assert r.json() == {
+            "error": "Invalid request: 5 texts in one request; the limit is 2 per 1 minute"
+        }
+        r = c.post(
+            "/translate",
+            content="q=Hallo&source=de&target=en",
+            headers={"Content-Type": "Application/X-WWW-Form-Urlencoded"},
+        )
+        assert r.status_code == 200 and r.json()["translatedText"]
+
+
+def test_an_integer_past_pythons_digits_is_invalid_json(client):
+    body = '{"q": "Hallo", "source": "de", "target": "en", "alternatives": ' + "1" * 5000 + "}"
+    r = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"].startswith("body: not valid JSON (")
+    assert r.headers["access-control-allow-origin"] == "*"

@@ -12,7 +12,8 @@ INTRO = (
     "The event loop's CPU a request of `aiayn serve` itself (the app called in process as "
     "uvicorn calls it, decoding stubbed): LibreTranslate's JSON `/translate` answered by "
     "`TranslateLane` before FastAPI's routing, the same requests routed by FastAPI (the "
-    "server without the lane), and form bodies (FastAPI's route)."
+    "server without the lane; the body parsed once either way), and form bodies (FastAPI's "
+    "route)."
 )
 
 VARIANTS = {
@@ -42,6 +43,6 @@ def render(results: Path) -> str:
     return (
         provenance(last, "bench/experiments/serve_loop.py")
         + f"\n\n{last['request']}; decoding {last['decoding']}; {num(last['requests'])} "
-        f"requests a load, the median of {last['rounds']} rounds, the paths in turn:\n\n"
-        + table(header, rows, set(range(1, len(header))))
+        f"requests a load, the median of {last['rounds']} rounds, the paths in turn (each round "
+        "starting with the next):\n\n" + table(header, rows, set(range(1, len(header))))
     )

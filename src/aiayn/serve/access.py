@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import hmac
+import json
 import logging
 import math
 import re
@@ -38,7 +39,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from aiayn.serve.config import ServeConfig
-from aiayn.serve.errors import LIBRETRANSLATE_PATHS, PARSED_JSON, ServeError
+from aiayn.serve.errors import LIBRETRANSLATE_PATHS, PARSED_JSON, ServeError, is_form
 from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore
 
 log = logging.getLogger("aiayn.serve")
@@ -242,10 +243,7 @@ async def body_fields(request: Request) -> dict:
     a body that is not an object, which the route then refuses."""
     if request.method not in ("POST", "PUT", "PATCH"):
         return {}
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        if request.url.path not in LIBRETRANSLATE_PATHS:
-            return {}  # refused as a body by JsonBody
+    if is_form(request.scope):
         await request.body()  # kept by the request: the route reads it again
         # parsed once (the request keeps it for the route): with the route's own limits
         form = await request.form(**FORM_LIMITS.get(request.url.path, {}))
@@ -254,7 +252,14 @@ async def body_fields(request: Request) -> dict:
         for name, value in pairs:
             fields.setdefault(name, []).append(value)
         return {k: v if len(v) > 1 else v[0] for k, v in fields.items()}
-    data = request.scope.get(PARSED_JSON)  # JsonBody's: a body that is no JSON never gets here
+    if PARSED_JSON in request.scope:  # JsonBody's, on LibreTranslate's routes
+        data = request.scope[PARSED_JSON]
+    else:
+        body = await request.body()  # kept by the request: the route reads it again
+        try:
+            data = json.loads(body) if body.strip() else None
+        except ValueError:  # JsonBody answers it
+            return {}
     return data if isinstance(data, dict) else {}
 
 

@@ -185,9 +185,26 @@ class BodyLimit:
         return await self.app(scope, replaying(b"".join(chunks), receive), send)
 
 
-# the scope key under which JsonBody leaves a request body's JSON value, parsed once, for the
-# access check and the route (absent: no body, or a form)
+# the scope key under which JsonBody leaves the JSON value of a body sent to LibreTranslate's
+# routes, parsed once, for the access check and the route (absent: no body, or a form)
 PARSED_JSON = "aiayn.json"
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def media_type(scope) -> str:
+    """A request's media type, lowercased, from its first Content-Type header (the one
+    Starlette reads)."""
+    for name, value in scope.get("headers") or ():
+        if name == b"content-type":
+            return value.decode("latin-1").split(";")[0].strip().lower()
+    return ""
+
+
+def is_form(scope) -> bool:
+    """Whether a request's body is read as a form: LibreTranslate's routes take forms as its
+    clients send them; every other body is JSON. The one decision JsonBody, the access check
+    and the routes all follow."""
+    return scope["path"] in LIBRETRANSLATE_PATHS and media_type(scope) in FORM_TYPES
 
 
 def replaying(body: bytes, receive):

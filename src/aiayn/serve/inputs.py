@@ -23,6 +23,8 @@ from aiayn.serve.errors import (
     PARSED_JSON,
     ServeError,
     error_response,
+    is_form,
+    media_type,
     replaying,
     validation_message,
 )
@@ -129,7 +131,6 @@ def rounded(weights) -> list:
 
 
 MAX_DEPTH = 64  # levels of JSON arrays and objects in a request body
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -155,6 +156,8 @@ def parse_json(body: bytes) -> Any:
     except json.JSONDecodeError as e:
         message = f"body: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
         raise ServeError(400, message, "body") from None
+    except ValueError as e:  # an integer past Python's limit of digits
+        raise ServeError(400, f"body: not valid JSON ({e})", "body") from None
     except RecursionError:
         message = f"body: JSON nested too deeply; at most {MAX_DEPTH} levels"
         raise ServeError(400, message, "body") from None
@@ -207,8 +210,9 @@ def _check_text(name: str, text: str, param: str | None = None) -> None:
 class JsonBody:
     """ASGI middleware: a request body must be JSON as ``parse_json`` takes it (LibreTranslate's
     routes also take forms); anything else is answered 400, 415 or 422 naming the problem
-    before a route reads the body, which is then replayed to the application with its value
-    (the scope's ``PARSED_JSON``: the access check and the route parse it no more)."""
+    before a route reads the body, which is then replayed to the application; on
+    LibreTranslate's routes with its value too (the scope's ``PARSED_JSON``: the access check
+    and the route parse it no more). ``is_form`` decides what is a form."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -216,12 +220,10 @@ class JsonBody:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
-        headers = dict(scope.get("headers") or [])
-        content_type = headers.get(b"content-type", b"").decode("latin-1")
-        media = content_type.split(";")[0].strip().lower()
-        libretranslate = scope["path"] in LIBRETRANSLATE_PATHS
-        if libretranslate and media in FORM_TYPES:
+        if is_form(scope):
             return await self.app(scope, receive, send)
+        media = media_type(scope)
+        libretranslate = scope["path"] in LIBRETRANSLATE_PATHS
         chunks, more = [], True
         while more:
             message = await receive()
@@ -238,11 +240,13 @@ class JsonBody:
                 if not is_json and not libretranslate:
                     raise ServeError(
                         415,
-                        f"body: Content-Type {content_type or '(none)'}; send JSON with "
+                        f"body: Content-Type {media or '(none)'}; send JSON with "
                         "Content-Type: application/json",
                         "body",
                     )
-                scope[PARSED_JSON] = parse_json(body)
+                data = parse_json(body)
+                if libretranslate:  # the routes that read it (the others' models parse it)
+                    scope[PARSED_JSON] = data
         except ServeError as e:
             response = error_response(scope["path"], e.status, e.message, e.param)
             return await response(scope, receive, send)
@@ -251,19 +255,18 @@ class JsonBody:
 
 async def libretranslate_body(request: Request, schema: type[BaseModel]) -> BaseModel:
     """A LibreTranslate body, JSON or form-encoded (as its clients send it)."""
-    content_type = request.headers.get("content-type", "")
-    if content_type.startswith("multipart/form-data"):
+    if not is_form(request.scope):
+        pairs = None
+        data = request.scope.get(PARSED_JSON, {})  # JsonBody parsed and checked it
+    elif media_type(request.scope) == "multipart/form-data":
         form = await request.form()
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-    elif content_type.startswith("application/x-www-form-urlencoded"):
+    else:
         body = await request.body()
         try:
             pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
         except ValueError as e:  # UnicodeDecodeError: not UTF-8
             raise ServeError(400, f"body: a form that is not UTF-8 ({e})", "body") from None
-    else:
-        pairs = None
-        data = request.scope.get(PARSED_JSON, {})  # JsonBody parsed and checked it
     if pairs is not None:
         data: dict = {}
         for key, value in pairs:
