@@ -1,7 +1,9 @@
 """The server's routes, grouped by the API they speak: ``libretranslate``, ``openai`` and
 aiayn's own (``native``). Each route checks its inputs (``aiayn.serve.inputs``), picks the
 model and queues the work on it (``aiayn.serve.registry``), and shapes the answer
-(``aiayn.serve.schemas``); the API object the registry holds does the rest."""
+(``aiayn.serve.schemas``); the API object the registry holds does the rest. LibreTranslate's
+``/translate`` with a JSON body, the request a loaded server is made of, is answered by its
+route's own function before FastAPI's routing (``libretranslate.TranslateLane``)."""
 
 from typing import Annotated
 
