@@ -49,7 +49,9 @@ from aiayn.interop.ctranslate2.searches import Searches
 from aiayn.modeldir import ModelDir
 
 SEED_LIMIT = 2**32  # ctranslate2.set_random_seed takes an unsigned 32-bit seed
-ALONE_AFTER = 1.0  # seconds without overlapping searches before one takes every thread
+# seconds without overlapping searches before one takes every thread: under a load's
+# clients searches overlap every few milliseconds; a lone client after one waits this long
+ALONE_AFTER = 0.25
 VOCABULARIES = ("target_vocabulary", "shared_vocabulary")  # a converted model's, .json or .txt
 SEARCH_OPTIONS = (
     "beam", "lenpen", "max_len_offset", "nbest", "early_stop", "sampling", "indices", "prefix",
