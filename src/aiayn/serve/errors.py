@@ -1,4 +1,6 @@
-"""Errors as the clients of each API expect them; the body size limit and request metrics.
+"""Errors as the clients of each API expect them (``handled``: the one mapping from an
+exception to its answer); the body size limit, what a body is (``is_form``: a form or JSON,
+one decision for the middleware, the access check and the routes) and request metrics.
 
 LibreTranslate's routes answer ``{"error": "message"}``; every other route answers OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``. Each message names the field at fault.
