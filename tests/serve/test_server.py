@@ -105,10 +105,40 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
         assert "Traceback" not in log
         assert "Waiting for connections to close" in log  # the request was still in flight
         assert "(httptools on uvloop; Ctrl-C to stop)" in log  # the serve extra's HTTP stack
+        assert '"POST /v1/completions' not in log  # no access log without --access-log
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_access_log_writes_a_line_for_each_request(model_dirs):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT / 'src'}{os.pathsep}{REPO_ROOT}"}
+    command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["translator"])]
+    proc = subprocess.Popen(
+        [*command, "--port", str(port), "--engine", "torch", "--access-log"], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_process_ready(port, proc)
+        for target in ("en", "zz"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            body = json.dumps({"q": "Ja.", "source": "de", "target": target})
+            conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            conn.close()
+        proc.terminate()
+        assert proc.wait(60) == 0
+        lines = [line for line in proc.stdout.read().splitlines() if "POST /translate" in line]
+        assert len(lines) == 2, lines
+        assert '"POST /translate HTTP/1.1" 200' in lines[0]
+        assert '"POST /translate HTTP/1.1" 400' in lines[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
 
 
 def test_languages_flag_sets_a_models_languages(model_dirs):

@@ -150,6 +150,7 @@ def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
             host=host,
             port=port,
             log_level="info",
+            access_log=config.access_log,
             timeout_graceful_shutdown=int(config.timeout) + 5,
         )
     )
