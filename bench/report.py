@@ -54,6 +54,7 @@ from bench.report_sections.experiments import (  # noqa: E402
     int8_kernels,
     linear_layout,
     profile_decode,
+    serve_http,
     serve_loop,
     step_cost,
 )
@@ -95,6 +96,7 @@ EXPERIMENTS = [
     bf16_decode,
     bf16_attention,
     serve_loop,
+    serve_http,
     ab_runs,
 ]
 
