@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
+from scripts.browser_check import free_port  # noqa: E402
+
 from common import write_result  # noqa: E402
 from serve_load import HOST, load, start_process, test_sentences  # noqa: E402
-
-from scripts.browser_check import free_port  # noqa: E402
 
 VARIANTS = {"default": [], "access-log": ["--access-log"]}
 CLIENTS = (16, 1)
