@@ -79,13 +79,14 @@ def test_a_full_queue_refuses_and_a_cancelled_job_is_skipped():
 
 def _timed_queue(max_wait, hold=0.0, workers=1):
     """A queue whose run records [start time, items, end time] and holds each call ``hold``
-    seconds."""
+    seconds (a list: the first calls hold its seconds in turn, the later ones its last)."""
     runs = []
+    holds = hold if isinstance(hold, list) else [hold]
 
     def run(items):
         record = [time.monotonic(), list(items), None]
         runs.append(record)
-        time.sleep(hold)
+        time.sleep(holds[min(len(runs), len(holds)) - 1])
         record[2] = time.monotonic()
         return items
 
@@ -165,7 +166,8 @@ def test_after_a_long_batch_the_next_waits_for_all_of_its_clients():
 
 
 def test_after_a_short_batch_cohorts_as_large_as_it_start_at_once():
-    queue, run, runs = _timed_queue(max_wait=0.5, hold=2.5)
+    # the first batch runs 5x the wait: short; the later ones need not run long
+    queue, run, runs = _timed_queue(max_wait=0.5, hold=[2.5, 0.05])
     _closed_loop(queue, run, runs, ["a", "b"], ["x", "y"], back=2)
     (_, _, first_end), (second_start, items, _) = runs[:2]
     assert items == ["x", "y"]  # the returning clients form the next batch
