@@ -38,22 +38,18 @@ VARIANTS = {"default": [], "access-log": ["--access-log"]}
 CLIENTS = (16, 1)
 
 
-def serve_stubbed(model_dir: str, port: int, flags: list[str]) -> None:
-    """The child: ``aiayn serve MODEL_DIR`` on ``port`` with ``flags`` (``--access-log`` or
-    none), its translators answering each text as itself at once."""
-    import dataclasses
+def serve_stubbed(model_dir: str, port: int, access_log: bool) -> None:
+    """The child: ``aiayn serve MODEL_DIR`` on ``port`` (with ``--access-log`` if
+    ``access_log``), its translators answering each text as itself at once."""
+    from serve_loop import stub_translate  # this folder's: the same stub as the loop's
 
-    from aiayn.api.results import Hypothesis, Translation
     from aiayn.serve.app import create_app
     from aiayn.serve.config import ServeConfig
     from aiayn.serve.models import ServedModel
     from aiayn.serve.server import _serve, listen_socket, model_specs
 
-    def stub_translate(self, texts: list[str], **options) -> list[Translation]:
-        return [Translation((Hypothesis(text, (), 0.0, 0.0),)) for text in texts]
-
-    ServedModel.translate = stub_translate
-    config = dataclasses.replace(ServeConfig(), access_log="--access-log" in flags)
+    ServedModel.translate = staticmethod(stub_translate)
+    config = ServeConfig(access_log=access_log)
     sock = listen_socket(HOST, port)
     try:
         _serve(sock, create_app(model_specs([model_dir]), config), config, HOST, port)
@@ -73,7 +69,8 @@ def measure(model_dir: str, sentences: list[str], requests: int, rounds: int) ->
             try:
                 load(port, sentences, 16, max(2, requests // 160), 60, route="/translate")
                 for clients in CLIENTS:
-                    each = max(2, requests // clients // (4 if clients == 1 else 1))
+                    load_size = requests if clients > 1 else requests // 4
+                    each = max(2, load_size // clients)
                     row = load(port, sentences, clients, each, 120, server.pid, route="/translate")
                     if row["ok"] != row["requests"]:
                         raise SystemExit(f"{variant}: {row['requests'] - row['ok']} not answered")
@@ -94,7 +91,7 @@ def main() -> None:
     parser.add_argument("--access-log", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        serve_stubbed(args.model_dir, args.child, ["--access-log"] * args.access_log)
+        serve_stubbed(args.model_dir, args.child, args.access_log)
         return
     sentences = test_sentences(Path(args.corpus), 1000)
     figures = measure(args.model_dir, sentences, args.requests, args.rounds)
