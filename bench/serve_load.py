@@ -20,10 +20,17 @@ server while another cohort decodes) from what serving costs:
 
     python bench/serve_load.py models/ding-de-en --engines --clients 16,64 --requests 4
 
+The load comes from wrk where it is installed (Debian's package; ``--client``): one C thread
+holds every client's keep-alive connection, each client posting its next request when
+answered, for ``--load-seconds`` a load. Without it (or with ``--client python``) each client
+is a thread of this process posting with ``http.client``, a bounded number of requests: those
+threads took 0.16-0.23 ms of CPU a request (wrk: 0.04), a tenth of a 2-core machine, from the
+server they measured.
+
 Every row also records CPU time per sentence: the server process's (from /proc), the load
-generator's (this process, while it sends), and CTranslate2's when called directly. On a
-machine shared with other work the sentences/s ratios move with the load of the moment; the
-CPU-time ratio (CTranslate2's CPU per sentence directly / the server's per request) does not,
+generator's (wrk's, or this process's while it sends), and CTranslate2's when called
+directly. On a machine shared with other work the sentences/s ratios move with the load of
+the moment; the CPU-time ratio (CTranslate2's CPU per sentence directly / the server's per request) does not,
 and says what serving a sentence over HTTP costs beyond decoding it.
 """
 
@@ -37,6 +44,7 @@ import json
 import os
 import resource
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,6 +61,7 @@ from bench.common import ROOT, write_result  # noqa: E402
 from scripts.browser_check import free_port  # noqa: E402
 
 HOST = "127.0.0.1"  # the load never leaves this machine
+WRK = shutil.which("wrk")  # the load generator where installed (Debian's wrk)
 DIRECT_SAME = "direct-ctranslate2, the server's batch"  # rows timed at the served batch size
 
 
@@ -221,19 +230,62 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def load(
-    port: int,
-    sentences: list[str],
-    clients: int,
-    requests: int,
-    seconds: float,
-    server_pid: int | None = None,
-    beam: int = 1,
-    route: str = "/v1/translate",
-    per_request: int = 1,
-) -> dict:
-    """``clients`` closed-loop clients, ``requests`` each of ``per_request`` sentences;
-    throughput, latency, errors, CPU and (from an aiayn server's /metrics) the batches."""
+WRK_SCRIPT = """\
+-- bench/serve_load.py's closed-loop clients under wrk: each connection posts its next body
+-- when answered. Arguments: BODIES (a file of one JSON body a line, sent in turn), PATH.
+bodies, path = {}, "/"
+ok, busy, failed, sent = 0, 0, 0, 0
+threads = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  for line in io.lines(args[1]) do
+    bodies[#bodies + 1] = line
+  end
+  path = args[2]
+end
+
+function request()
+  sent = sent + 1
+  local headers = {["Host"] = wrk.host, ["Content-Type"] = "application/json"}
+  return wrk.format("POST", path, headers, bodies[(sent - 1) % #bodies + 1])
+end
+
+function response(status, headers, body)
+  if status == 200 then
+    ok = ok + 1
+  elseif status == 503 then
+    busy = busy + 1
+  else
+    failed = failed + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local counts = {ok = 0, busy = 0, failed = 0}
+  for _, thread in ipairs(threads) do
+    for name, _ in pairs(counts) do
+      counts[name] = counts[name] + thread:get(name)
+    end
+  end
+  local e = summary.errors
+  io.write(string.format(
+    "AIAYN-WRK {\\"ok\\": %d, \\"busy\\": %d, \\"failed\\": %d, \\"socket_errors\\": %d, " ..
+    "\\"seconds\\": %.6f, \\"p50_s\\": %.6f, \\"p95_s\\": %.6f, \\"p99_s\\": %.6f, " ..
+    "\\"mean_s\\": %.6f}\\n",
+    counts.ok, counts.busy, counts.failed, e.connect + e.read + e.write + e.timeout,
+    summary.duration / 1e6, latency:percentile(50) / 1e6, latency:percentile(95) / 1e6,
+    latency:percentile(99) / 1e6, latency.mean / 1e6))
+end
+"""
+
+
+def python_clients(port, sentences, clients, requests, seconds, server_pid, beam, route,
+                   per_request) -> dict:  # fmt: skip
+    """``clients`` threads of this process, each posting with ``http.client`` (``client``)."""
     results: list[list] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
     deadline = time.monotonic() + seconds
@@ -251,14 +303,12 @@ def load(
                 beam,
                 route,
                 per_request,
-            ),
-        )  # fmt: skip
+            ),  # fmt: skip
+        )
         for c in range(clients)
     ]
     for t in threads:
         t.start()
-    metrics_before = metrics_text(port)
-    before = batch_totals(port, metrics_before)
     barrier.wait()
     start = time.perf_counter()
     own, server = process_cpu(), process_cpu(server_pid) if server_pid else None
@@ -266,32 +316,110 @@ def load(
         t.join()
     wall = time.perf_counter() - start
     own_after, server_after = process_cpu(), process_cpu(server_pid) if server_pid else None
-    metrics_after = metrics_text(port)
-    totals = batch_totals(port, metrics_after)
-    texts, calls, in_calls = (a - b for a, b in zip(totals, before, strict=True))
     flat = [r for rs in results for r in rs]
     ok = [lat for status, lat in flat if status == 200]
     busy = sum(status == 503 for status, _ in flat)
     unsent = sum(status == "not sent" for status, _ in flat)
-    errors = len(flat) - len(ok) - busy - unsent
-    done = len(ok) * per_request
-    row = {
-        "clients": clients,
-        "sentences_per_request": per_request,
-        "requests": clients * requests,
+    return {
         "ok": len(ok),
-        "errors": errors,
+        "errors": len(flat) - len(ok) - busy - unsent,
         "rejected_503": busy,
         "not_sent_time_limit": unsent,
         "lost": clients * requests - len(flat),
+        "seconds": wall,
+        "p50_s": percentile(ok, 0.50),
+        "p95_s": percentile(ok, 0.95),
+        "p99_s": percentile(ok, 0.99),
+        "mean_s": statistics.fmean(ok) if ok else None,
+        "client_cpu_s": own_after - own,
+        "server_cpu_s": None if server is None or server_after is None else server_after - server,
+    }
+
+
+def wrk_clients(port, sentences, clients, requests, seconds, server_pid, beam, route,
+                per_request) -> dict:  # fmt: skip
+    """``clients`` keep-alive connections of one ``wrk`` thread (C, epoll: a fifth of the
+    CPU a request of ``python_clients``' threads, which share the cores with the server),
+    each posting its next request when answered, for ``seconds`` (whole; ``requests`` does
+    not apply: wrk runs for a time). The bodies are ``python_clients``' own, in the same order
+    (by request, not by client). Its latencies are of every answer (200 or not); the
+    requests under way when the time is up are not counted."""
+    folder = ROOT / "runs" / "serve_load"
+    folder.mkdir(parents=True, exist_ok=True)
+    script, bodies = folder / "wrk.lua", folder / f"wrk-bodies-{port}-{clients}.jsonl"
+    script.write_text(WRK_SCRIPT)
+    lines = []
+    for j in range(len(sentences)):  # then again from the first
+        texts = [sentences[(j * per_request + k) % len(sentences)] for k in range(per_request)]
+        lines.append(request_body(route, texts, beam))
+    bodies.write_text("\n".join(lines) + "\n")
+    command = [WRK, "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "300s",
+               "-s", str(script), f"http://{HOST}:{port}", "--", str(bodies), route]  # fmt: skip
+    server = process_cpu(server_pid) if server_pid else None
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    server_after = process_cpu(server_pid) if server_pid else None
+    bodies.unlink()
+    found = [line for line in out.splitlines() if line.startswith("AIAYN-WRK ")]
+    if proc.returncode != 0 or not found:
+        raise RuntimeError(f"wrk failed ({proc.returncode}): {out[-2000:]}")
+    got = json.loads(found[0].split(" ", 1)[1])
+    return {
+        "requests": got["ok"] + got["busy"] + got["failed"] + got["socket_errors"],
+        "ok": got["ok"],
+        "errors": got["failed"],
+        "rejected_503": got["busy"],
+        "not_sent_time_limit": 0,
+        "lost": got["socket_errors"],
+        "seconds": got["seconds"],
+        **{key: got[key] for key in ("p50_s", "p95_s", "p99_s", "mean_s")},
+        "client_cpu_s": usage.ru_utime + usage.ru_stime,
+        "server_cpu_s": None if server is None or server_after is None else server_after - server,
+    }
+
+
+def load(
+    port: int,
+    sentences: list[str],
+    clients: int,
+    requests: int,
+    seconds: float,
+    server_pid: int | None = None,
+    beam: int = 1,
+    route: str = "/v1/translate",
+    per_request: int = 1,
+    tool: str = "python",
+) -> dict:
+    """``clients`` closed-loop clients, ``requests`` each of ``per_request`` sentences within
+    ``seconds``, sent by ``tool`` ("python": ``python_clients``), or for ``seconds`` ("wrk":
+    ``wrk_clients``); throughput, latency, errors, CPU and (from an aiayn server's /metrics)
+    the batches."""
+    metrics_before = metrics_text(port)
+    before = batch_totals(port, metrics_before)
+    send = wrk_clients if tool == "wrk" else python_clients
+    sent = send(port, sentences, clients, requests, seconds, server_pid, beam, route, per_request)
+    metrics_after = metrics_text(port)
+    totals = batch_totals(port, metrics_after)
+    texts, calls, in_calls = (a - b for a, b in zip(totals, before, strict=True))
+    done, wall = sent["ok"] * per_request, sent["seconds"]
+    row = {
+        "clients": clients,
+        "sentences_per_request": per_request,
+        "requests": sent.get("requests", clients * requests),
+        **{
+            key: sent[key]
+            for key in ("ok", "errors", "rejected_503", "not_sent_time_limit", "lost")
+        },  # fmt: skip
         "seconds": round(wall, 3),
         "sentences_per_s": round(done / wall, 2),
-        "p50_s": round(percentile(ok, 0.50), 4),
-        "p95_s": round(percentile(ok, 0.95), 4),
-        "p99_s": round(percentile(ok, 0.99), 4),
-        "mean_s": round(statistics.fmean(ok), 4) if ok else None,
-        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, done),
-        "client_cpu_ms_per_sentence": cpu_ms(own, own_after, done),
+        **{
+            key: round(sent[key], 4) if sent[key] is not None else None
+            for key in ("p50_s", "p95_s", "p99_s", "mean_s")
+        },  # fmt: skip
+        "server_cpu_ms_per_sentence": cpu_ms(0.0, sent["server_cpu_s"], done),
+        "client_cpu_ms_per_sentence": cpu_ms(0.0, sent["client_cpu_s"], done),
         "mean_batch_texts": round(texts / calls, 1) if calls else None,
         # the model calls' wall time per text: decoding plus what the worker does around it
         "batch_ms_per_text": round(in_calls / texts * 1000, 3) if texts else None,
@@ -332,6 +460,20 @@ def direct_ctranslate2(
             "cpu_ms_per_sentence": round(cpu / len(tokens) * 1000, 3)}  # fmt: skip
 
 
+def span(args, share: float = 1.0) -> float:
+    """A load's time: wrk's run (``--load-seconds``, times ``share``; at least a second), or
+    the Python clients' limit (``--max-seconds``)."""
+    return max(1.0, args.load_seconds * share) if args.client == "wrk" else args.max_seconds
+
+
+def client_name(tool: str) -> str:
+    """What sent the load, as the records name it."""
+    if tool == "wrk":
+        version = subprocess.run([WRK, "--version"], capture_output=True, text=True).stdout
+        return f"{version.split(' [', 1)[0].strip()}: one thread, a keep-alive connection a client"
+    return "python: a thread a client, http.client, a keep-alive connection each"
+
+
 def run_settings(args) -> dict:
     """What every record of this script says about its run."""
     return {
@@ -339,6 +481,7 @@ def run_settings(args) -> dict:
         "requests_per_client": args.requests,
         "server_threads": args.threads,
         "serve_args": args.serve_args,
+        "client": client_name(args.client),
         "request": "POST /v1/translate, one test sentence, "
         + ("greedy" if args.beam == 1 else f"beam {args.beam}"),
     }
@@ -542,12 +685,13 @@ def compare_peers(args, sentences: list[str]) -> int:
                 try:
                     # warm-up: the bars' load once over (a first pass costs each server
                     # more CPU a sentence, as the floor's first pass in process does)
-                    load(port, sentences, 16, max(2, args.sentences // 16), args.max_seconds,
-                         route="/translate")  # fmt: skip
+                    load(port, sentences, 16, max(2, args.sentences // 16), span(args, 0.5),
+                         route="/translate", tool=args.client)  # fmt: skip
                     for clients, per in PEER_LOADS:
                         each = max(2, args.sentences // (clients * per))
-                        measured = load(port, sentences, clients, each, args.max_seconds,
-                                        server.pid, route="/translate", per_request=per)  # fmt: skip
+                        measured = load(port, sentences, clients, each, span(args),
+                                        server.pid, route="/translate", per_request=per,
+                                        tool=args.client)  # fmt: skip
                         row = {"server": name, "beam": beam, "repeat": repeat, **measured}
                         print(json.dumps(row), flush=True)
                         rows.append(row)
@@ -566,7 +710,9 @@ def compare_peers(args, sentences: list[str]) -> int:
             "request": "POST /translate (LibreTranslate's API), JSON, source de, target en",
             "serve_args": args.serve_args or "(default flags)",
             "server_threads": args.threads or "default",
-            "sentences_per_load": args.sentences,
+            "client": client_name(args.client),
+            "sentences_per_load": args.sentences if args.client == "python" else None,
+            "seconds_per_load": args.load_seconds if args.client == "wrk" else None,
             "repeats": args.repeats,
             "warm_up": "each server: 16 clients, one sentence a request, the load's sentences",
             "peers": (
@@ -631,10 +777,17 @@ def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -
     )
     rows = []
     try:
-        load(port, sentences, 2, 2, 60, beam=args.beam)  # warm-up
+        load(port, sentences, 2, 2, span(args, 0.25), beam=args.beam, tool=args.client)  # warm-up
         for n in clients:
             measured = load(
-                port, sentences, n, args.requests, args.max_seconds, server.pid, args.beam
+                port,
+                sentences,
+                n,
+                args.requests,
+                span(args),
+                server.pid,
+                args.beam,
+                tool=args.client,
             )
             row = {"server": name, **measured}
             print(json.dumps(row), flush=True)
@@ -675,7 +828,23 @@ def main() -> int:
     parser.add_argument("--beams", default="1,4", help="--peers: the beams compared")
     parser.add_argument("--repeats", type=int, default=1, help="--peers: rounds per beam")
     parser.add_argument("--sentences", type=int, default=512, help="--peers: per load")
+    parser.add_argument(
+        "--client",
+        choices=("auto", "wrk", "python"),
+        default="auto",
+        help="what sends the load: wrk (Debian's, one thread, a keep-alive connection a "
+        "client), python (a thread a client, http.client), or auto: wrk where installed",
+    )
+    parser.add_argument(
+        "--load-seconds", type=float, default=4, help="--client wrk: each load's time"
+    )
     args = parser.parse_args()
+    if args.client == "wrk" and WRK is None:
+        parser.error("--client wrk: wrk is not installed (apt-get install wrk)")
+    if args.client == "auto":
+        args.client = "wrk" if WRK else "python"
+        if args.client == "python":
+            print("wrk is not installed (apt-get install wrk): the load comes from Python threads")
     if args.threads is None:
         args.threads = 0 if args.peers else 1
     clients = [int(c) for c in args.clients.split(",")]

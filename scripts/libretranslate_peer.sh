@@ -6,7 +6,8 @@
 #   - aiayn's own Argos package of MODEL (`aiayn export MODEL --format argos`), installed into
 #     runs/lt/packages, with a package index of that one package on the local disk
 #     (runs/lt/index/index.json), so that LibreTranslate's start-up finds what it looks for
-#     without reaching the network.
+#     without reaching the network;
+#   - wrk, the load generator (Debian's package), where it is missing and this runs as root.
 # It prints the environment the bench starts LibreTranslate with (runs/lt/env). Usage:
 #   scripts/libretranslate_peer.sh [MODEL]        (default models/ding-de-en)
 set -euo pipefail
@@ -19,6 +20,21 @@ VENV="$ROOT/.venv-lt"
 LT="$ROOT/runs/lt"
 LIBRETRANSLATE_VERSION=1.9.6
 ARGOS_VERSION=1.12.1
+
+# wrk, the load generator bench/serve_load.py takes where installed (Debian's package; as
+# root): one C thread sends every client's requests, where Python's threads would take a
+# tenth of a 2-core machine from the server measured
+if ! command -v wrk >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q wrk >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null && apt-get install -y -q wrk >/dev/null; } ||
+      echo "could not install wrk: bench/serve_load.py will send its load from Python" >&2
+  else
+    echo "wrk is not installed (apt-get install wrk, as root): bench/serve_load.py will" \
+      "send its load from Python" >&2
+  fi
+fi
 
 if [ ! -x "$VENV/bin/libretranslate" ]; then
   "$PYTHON" -m venv "$VENV"
