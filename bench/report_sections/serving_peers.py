@@ -1,7 +1,7 @@
 """Serving against LibreTranslate: `serve_load.py --peers`, `aiayn serve` with its default
 flags against LibreTranslate (tuned and stock) serving aiayn's own Argos export, and the
-served engine in process at the batch sizes the server formed; the latest record per model
-and set of `aiayn serve` flags."""
+served engine in process at the batch sizes the server formed; the latest record per model,
+set of `aiayn serve` flags and load generator."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ INTRO = (
     "`aiayn serve --beam` and LibreTranslate's `ARGOS_BEAM_SIZE`. In process: "
     "`aiayn.load(MODEL).translate` with the server's threads and decoders (as many batches "
     "at once) on the same sentences in batches of the sizes the server formed (its "
-    "`/metrics` batch histogram); served / in process is the floor's ratio. On a 2-core machine shared with other work the figures "
-    "move with its load (recorded below each table)."
+    "`/metrics` batch histogram); served / in process is the floor's ratio. The load "
+    "generator is named with each record: wrk (one C thread, a keep-alive connection a client, "
+    "for a time a load) where installed, else a Python thread a client (`http.client`, a "
+    "number of sentences a load; records that name none). On a 2-core machine shared with "
+    "other work the figures move with its load (recorded below each table)."
 )
 
 
@@ -35,7 +38,11 @@ def _ratios(record: dict) -> str:
 def render(results: Path) -> str:
     parts = []
     records = [r for r in load(results, "serve_load") if r.get("compare") == "peers"]
-    for record in latest_by(records, lambda r: (r["model_dir"], r.get("serve_args"))):
+
+    def key(record: dict) -> tuple:
+        return record["model_dir"], record.get("serve_args"), record.get("client", "python")
+
+    for record in latest_by(records, key):
         rows = [
             [
                 row["server"],
@@ -64,11 +71,16 @@ def render(results: Path) -> str:
             for f in record.get("in_process", [])
         ]
         load_avg = record.get("load_average_1_5_15_min", {})
+        if record.get("seconds_per_load"):
+            size = f"{num(record['seconds_per_load'], 0)} s a load"
+        else:
+            size = f"about {record.get('sentences_per_load', '?')} sentences a load"
+        client = record.get("client", "python: a thread a client, http.client")
         parts.append(
             f"`{record['model_dir']}`, `aiayn serve` flags: {record['serve_args']}; "
             f"{record['request']}; {record['peers']}; "
-            f"{record.get('repeats', 1)} round(s) per beam, about "
-            f"{record.get('sentences_per_load', '?')} sentences per load; load average "
+            f"load generator {client}; "
+            f"{record.get('repeats', 1)} round(s) per beam, {size}; load average "
             f"(1, 5, 15 min) {load_avg.get('before')} before, {load_avg.get('after')} after:\n\n"
             + provenance(record, "bench/serve_load.py")
             + "\n\n"
