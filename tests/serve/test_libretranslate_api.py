@@ -341,37 +341,3 @@ def test_an_integer_past_pythons_digits_is_invalid_json(client):
     assert r.status_code == 400
     assert r.json()["error"].startswith("body: not valid JSON (")
     assert r.headers["access-control-allow-origin"] == "*"
-
-
-def test_early_stop_makes_libretranslates_beam_search_stop_as_its_own(model_dirs, monkeypatch):
-    """--early-stop: the beam search of LibreTranslate's routes (text, HTML, documents) stops
-    as LibreTranslate's (and `aiayn translate --early-stop`) does; without it, the paper's."""
-    import aiayn
-    from aiayn.api.translator import Translator
-
-    texts = ["Hallo Welt", "Das ist ein Haus"]
-    api = aiayn.load(model_dirs["translator"])
-    expected = {
-        stop: [t.text for t in api.translate(texts, beam=4, early_stop=stop, scores=False)]
-        for stop in (False, True)
-    }
-    asked = []
-    real = Translator.translate
-
-    def spy(self, texts, **options):
-        asked.append(options.get("early_stop", False))
-        return real(self, texts, **options)
-
-    monkeypatch.setattr(Translator, "translate", spy)
-    for stop in (False, True):
-        with make_client({"t": model_dirs["translator"]}, beam=4, early_stop=stop) as c:
-            wait_ready(c)
-            asked.clear()
-            r = c.post("/translate", json={"q": texts, "source": "de", "target": "en"})
-            assert r.json()["translatedText"] == expected[stop]
-            html = {"q": "<p>Hallo Welt</p>", "source": "de", "target": "en", "format": "html"}
-            assert c.post("/translate", json=html).status_code == 200
-            form = {"source": "de", "target": "en"}
-            r = c.post("/translate_file", data=form, files={"file": ("a.txt", b"Hallo Welt\n")})
-            assert r.status_code == 200
-            assert asked == [stop] * 3  # text, HTML, a document

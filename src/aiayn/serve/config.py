@@ -42,7 +42,6 @@ class ServeConfig:
     batch_wait_ms: float = 2.0  # how long a batch waits for more requests
     max_batch: int = 64  # texts per batched decode
     beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
-    early_stop: bool = False  # that beam search stops as LibreTranslate's does
     disable_files_translation: bool = False  # /translate_file answers 403
     max_file_chars: int = 200_000  # characters of text in one document (400 above)
     file_expiry: float = 1800.0  # seconds a translated file stays downloadable
@@ -67,10 +66,6 @@ class ServeConfig:
             "batch_wait_ms": "the longest a request waits for others to batch with (milliseconds)",
             "max_batch": "texts per batched decode (1 = no batching)",
             "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
-            "early_stop": "beam search of LibreTranslate's routes stops as LibreTranslate's "
-            "does (CTranslate2's and Hugging Face's rule, as `aiayn translate --early-stop`), "
-            "not when no live hypothesis can still win (the paper's): at beam 4 a fifth less "
-            "time, 15 of the shipped model's 1,000 test sentences translated otherwise",
             "disable_files_translation": "refuse /translate_file (403) and /download_file",
             "max_file_chars": "characters of text in one document of /translate_file (400 "
             "above; the upload's bytes are bounded by --max-body-bytes)",
@@ -111,12 +106,6 @@ class ServeConfig:
         _check_float("file_expiry", self.file_expiry, 0.001, 366 * 86400.0)
         _check_int("files_store_bytes", self.files_store_bytes, 1)
         _check_int("decoders", self.decoders, 0, 64)
-
-    @property
-    def search(self) -> dict:
-        """The search options of LibreTranslate's routes beyond ``beam``: ``early_stop``
-        with ``--early-stop``, nothing without (the batches' keys stay as they were)."""
-        return {"early_stop": True} if self.early_stop else {}
 
     @property
     def model_decoders(self) -> int:

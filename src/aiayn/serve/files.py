@@ -329,7 +329,7 @@ async def _translate(
         opened, sentences, aligned = await run_in_threadpool(read)
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
-    options = dict(beam=config.beam, **config.search)
+    options = dict(beam=config.beam)
     terms = request_terms(model, None, glossary)  # the server's glossary, if any
     kind = "translate-aligned" if aligned else "translate-document"
     key = (kind, tuple(sorted(options.items())), terms_key(terms))

@@ -150,7 +150,7 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
     words = [has_words(t) for t in texts]
     todo = [t for t, w in zip(texts, words, strict=True) if w]
     check_tokens(model, todo, todo[0] if len(todo) == 1 else todo, "q")
-    options = dict(beam=max(config.beam, nbest), nbest=nbest, **config.search)
+    options = dict(beam=max(config.beam, nbest), nbest=nbest)
     results = []
     if todo:
         results = await registry.run(
@@ -258,7 +258,7 @@ async def _translate_html(
         sentences = await run_in_threadpool(markup.read, documents, names, fits)
     except markup.MarkupError as e:
         raise ServeError(400, str(e), "q") from None
-    options = dict(beam=config.beam, **config.search)
+    options = dict(beam=config.beam)
     results = []
     if sentences.texts:  # a document may hold no text at all
         results = await registry.run(
