@@ -40,7 +40,8 @@ def render(results: Path) -> str:
     records = [r for r in load(results, "serve_load") if r.get("compare") == "peers"]
 
     def key(record: dict) -> tuple:
-        return record["model_dir"], record.get("serve_args"), record.get("client", "python")
+        tool = record.get("client", "python").split(":")[0]  # python, or wrk and its version
+        return record["model_dir"], record.get("serve_args"), tool
 
     for record in latest_by(records, key):
         rows = [
