@@ -478,7 +478,8 @@ def run_settings(args) -> dict:
     """What every record of this script says about its run."""
     return {
         "model_dir": args.model_dir,
-        "requests_per_client": args.requests,
+        "requests_per_client": args.requests if args.client == "python" else None,
+        "seconds_per_load": args.load_seconds if args.client == "wrk" else None,
         "server_threads": args.threads,
         "serve_args": args.serve_args,
         "client": client_name(args.client),

@@ -18,9 +18,13 @@ INTRO = (
 def heading(record: dict) -> str:
     """The line that names a serve_load.py record's model, requests and threads, and its
     provenance (the serving sections' tables both stand under it)."""
+    if record.get("seconds_per_load"):  # wrk: a load lasts a time
+        size = f"{num(record['seconds_per_load'], 0)} s a load (wrk)"
+    else:
+        size = f"{record['requests_per_client']} requests per client"
     return (
-        f"`{record['model_dir']}`, {record['request']}, {record['requests_per_client']} "
-        f"requests per client, {record['server_threads']} server thread(s):\n\n"
+        f"`{record['model_dir']}`, {record['request']}, {size}, "
+        f"{record['server_threads']} server thread(s):\n\n"
         + provenance(record, "bench/serve_load.py")
         + "\n\n"
     )
