@@ -30,8 +30,8 @@ server they measured.
 Every row also records CPU time per sentence: the server process's (from /proc), the load
 generator's (wrk's, or this process's while it sends), and CTranslate2's when called
 directly. On a machine shared with other work the sentences/s ratios move with the load of
-the moment; the CPU-time ratio (CTranslate2's CPU per sentence directly / the server's per request) does not,
-and says what serving a sentence over HTTP costs beyond decoding it.
+the moment; the CPU-time ratio (CTranslate2's CPU per sentence directly / the server's per
+request) does not, and says what serving a sentence over HTTP costs beyond decoding it.
 """
 
 from __future__ import annotations
