@@ -805,7 +805,9 @@ def main() -> int:
     parser.add_argument("--corpus", default="data/ding-de-en")
     parser.add_argument("--clients", default="1,4,16,64", help="comma-separated client counts")
     parser.add_argument("--unbatched-clients", default="1,16")
-    parser.add_argument("--requests", type=int, default=8, help="requests per client")
+    parser.add_argument(
+        "--requests", type=int, default=8, help="--client python: requests per client"
+    )
     parser.add_argument("--max-seconds", type=float, default=180, help="per client count")
     parser.add_argument(
         "--threads", type=int, default=None, help="the server's torch threads (1; --peers: default)"
@@ -828,7 +830,9 @@ def main() -> int:
     )
     parser.add_argument("--beams", default="1,4", help="--peers: the beams compared")
     parser.add_argument("--repeats", type=int, default=1, help="--peers: rounds per beam")
-    parser.add_argument("--sentences", type=int, default=512, help="--peers: per load")
+    parser.add_argument(
+        "--sentences", type=int, default=512, help="--peers, --client python: sentences a load"
+    )
     parser.add_argument(
         "--client",
         choices=("auto", "wrk", "python"),
