@@ -283,8 +283,7 @@ end
 """
 
 
-def python_clients(port, sentences, clients, requests, seconds, server_pid, beam, route,
-                   per_request) -> dict:  # fmt: skip
+def python_clients(port, sentences, clients, requests, seconds, beam, route, per_request) -> dict:
     """``clients`` threads of this process, each posting with ``http.client`` (``client``)."""
     results: list[list] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
@@ -311,16 +310,17 @@ def python_clients(port, sentences, clients, requests, seconds, server_pid, beam
         t.start()
     barrier.wait()
     start = time.perf_counter()
-    own, server = process_cpu(), process_cpu(server_pid) if server_pid else None
+    own = process_cpu()
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
-    own_after, server_after = process_cpu(), process_cpu(server_pid) if server_pid else None
+    own_after = process_cpu()
     flat = [r for rs in results for r in rs]
     ok = [lat for status, lat in flat if status == 200]
     busy = sum(status == 503 for status, _ in flat)
     unsent = sum(status == "not sent" for status, _ in flat)
     return {
+        "requests": clients * requests,
         "ok": len(ok),
         "errors": len(flat) - len(ok) - busy - unsent,
         "rejected_503": busy,
@@ -332,12 +332,10 @@ def python_clients(port, sentences, clients, requests, seconds, server_pid, beam
         "p99_s": percentile(ok, 0.99),
         "mean_s": statistics.fmean(ok) if ok else None,
         "client_cpu_s": own_after - own,
-        "server_cpu_s": None if server is None or server_after is None else server_after - server,
     }
 
 
-def wrk_clients(port, sentences, clients, requests, seconds, server_pid, beam, route,
-                per_request) -> dict:  # fmt: skip
+def wrk_clients(port, sentences, clients, requests, seconds, beam, route, per_request) -> dict:
     """``clients`` keep-alive connections of one ``wrk`` thread (C, epoll: a fifth of the
     CPU a request of ``python_clients``' threads, which share the cores with the server),
     each posting its next request when answered, for ``seconds`` (whole; ``requests`` does
@@ -355,12 +353,10 @@ def wrk_clients(port, sentences, clients, requests, seconds, server_pid, beam, r
     bodies.write_text("\n".join(lines) + "\n")
     command = [WRK, "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "300s",
                "-s", str(script), f"http://{HOST}:{port}", "--", str(bodies), route]  # fmt: skip
-    server = process_cpu(server_pid) if server_pid else None
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    server_after = process_cpu(server_pid) if server_pid else None
     bodies.unlink()
     found = [line for line in out.splitlines() if line.startswith("AIAYN-WRK ")]
     if proc.returncode != 0 or not found:
@@ -376,7 +372,6 @@ def wrk_clients(port, sentences, clients, requests, seconds, server_pid, beam, r
         "seconds": got["seconds"],
         **{key: got[key] for key in ("p50_s", "p95_s", "p99_s", "mean_s")},
         "client_cpu_s": usage.ru_utime + usage.ru_stime,
-        "server_cpu_s": None if server is None or server_after is None else server_after - server,
     }
 
 
@@ -399,7 +394,9 @@ def load(
     metrics_before = metrics_text(port)
     before = batch_totals(port, metrics_before)
     send = wrk_clients if tool == "wrk" else python_clients
-    sent = send(port, sentences, clients, requests, seconds, server_pid, beam, route, per_request)
+    server = process_cpu(server_pid) if server_pid else None
+    sent = send(port, sentences, clients, requests, seconds, beam, route, per_request)
+    server_after = process_cpu(server_pid) if server_pid else None
     metrics_after = metrics_text(port)
     totals = batch_totals(port, metrics_after)
     texts, calls, in_calls = (a - b for a, b in zip(totals, before, strict=True))
@@ -407,7 +404,7 @@ def load(
     row = {
         "clients": clients,
         "sentences_per_request": per_request,
-        "requests": sent.get("requests", clients * requests),
+        "requests": sent["requests"],
         **{
             key: sent[key]
             for key in ("ok", "errors", "rejected_503", "not_sent_time_limit", "lost")
@@ -418,7 +415,7 @@ def load(
             key: round(sent[key], 4) if sent[key] is not None else None
             for key in ("p50_s", "p95_s", "p99_s", "mean_s")
         },  # fmt: skip
-        "server_cpu_ms_per_sentence": cpu_ms(0.0, sent["server_cpu_s"], done),
+        "server_cpu_ms_per_sentence": cpu_ms(server, server_after, done),
         "client_cpu_ms_per_sentence": cpu_ms(0.0, sent["client_cpu_s"], done),
         "mean_batch_texts": round(texts / calls, 1) if calls else None,
         # the model calls' wall time per text: decoding plus what the worker does around it
