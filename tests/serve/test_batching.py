@@ -131,9 +131,10 @@ def test_a_job_queued_behind_a_running_batch_starts_when_it_ends():
     assert second_start - first_end < 0.2  # not another 0.3 s of waiting
 
 
-def _closed_loop(queue, run, runs, first: list, behind: list, back: int):
+def _closed_loop(queue, run, runs, first: list, behind: list, back: int, after: float = 0.0):
     """``first`` jobs run as a batch; ``behind`` are queued while it runs; once it is
-    answered, ``back`` of its clients send their next job at once (closed-loop clients)."""
+    answered, ``back`` of its clients send their next job at once (closed-loop clients), or
+    ``after`` seconds later."""
 
     async def main():
         started = [queue.submit([x], run, "k")[1] for x in first]
@@ -141,6 +142,7 @@ def _closed_loop(queue, run, runs, first: list, behind: list, back: int):
             await asyncio.sleep(0.005)
         waiting = [queue.submit([x], run, "k")[1] for x in behind]
         await asyncio.gather(*started)
+        await asyncio.sleep(after)
         returned = [queue.submit([f"again {k}"], run, "k")[1] for k in range(back)]
         await asyncio.gather(*waiting, *returned)
 
@@ -167,11 +169,14 @@ def test_after_a_long_batch_the_next_waits_for_all_of_its_clients():
 
 def test_after_a_short_batch_cohorts_as_large_as_it_start_at_once():
     # the first batch runs 5x the wait: short; the later ones need not run long
+    # its clients come back 0.2 s after its answer (within the 0.5 s wait): a batch that
+    # waited for them would start then, with them (at once, they could join it or not, as
+    # the threads happen to run)
     queue, run, runs = _timed_queue(max_wait=0.5, hold=[2.5, 0.05])
-    _closed_loop(queue, run, runs, ["a", "b"], ["x", "y"], back=2)
+    _closed_loop(queue, run, runs, ["a", "b"], ["x", "y"], back=2, after=0.2)
     (_, _, first_end), (second_start, items, _) = runs[:2]
-    assert items == ["x", "y"]  # the returning clients form the next batch
-    assert second_start - first_end < 0.4  # not the batch wait (0.5 s): no wait for them
+    assert items == ["x", "y"]  # the jobs queued behind it form the next batch
+    assert second_start - first_end < 0.15  # no wait for the returning clients
 
 
 @pytest.mark.parametrize("workers", [1, 2])
