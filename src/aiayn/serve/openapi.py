@@ -281,11 +281,11 @@ def _constrain(
             }
     if path == "/v1/classify":  # a class of nothing is no answer
         _each_text(properties["input"], {"pattern": r"\S"})
-    if path == "/translate" and "format" in properties:  # html: no prefix, no alternatives
+    if path == "/translate" and "format" in properties:  # html: no prefix
         schema["anyOf"] = [
             {"not": {"required": ["format"]}},
             {"properties": {"format": {"const": "text"}}},
-            {"properties": {"prefix": {"maxLength": 0}, "alternatives": {"maximum": 0}}},
+            {"properties": {"prefix": {"maxLength": 0}}},
         ]
     pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
     if path in ("/translate", "/translate_file") and "target" in properties:

@@ -1,0 +1,93 @@
+"""Where LibreTranslate's clients would notice a difference: each case as LibreTranslate 1.9.6
+answers it over HTTP (serving the same German-English model), the answer asserted here."""
+
+from tests.serve.conftest import make_client, wait_ready
+
+PAIR = {"source": "de", "target": "en"}
+A, B, C = "Das ist ein gutes Buch.", "Ich habe heute keine Zeit.", "Wo ist der Bahnhof?"
+
+
+def translated(client, q, **fields):
+    r = client.post("/translate", json={"q": q, **PAIR, **fields})
+    assert r.status_code == 200, r.text
+    return r.json()["translatedText"]
+
+
+def spaced(*texts: str) -> str:
+    """Texts joined as a line's sentences are: by single spaces."""
+    return " ".join(" ".join(texts).split())
+
+
+def test_a_text_is_translated_line_by_line_and_sentence_by_sentence(client):
+    # LibreTranslate: "Das ist ein gutes Buch.\nIch habe heute keine Zeit." -> "That’s a good
+    # book.\nI have no time today." (a model of sentences given the whole text garbled it)
+    a, b, c = (translated(client, t) for t in (A, B, C))
+    assert all(t.strip() for t in (a, b, c))
+    assert translated(client, f"{A} {B}") == spaced(a, b)
+    assert translated(client, f"{A}\n{B}") == f"{a}\n{b}"
+    # blank lines and each line's leading and trailing white space are kept
+    assert translated(client, f"  {A} {B}\n\n\t{C}  \n") == f"  {spaced(a, b)}\n\n\t{c}  \n"
+    assert translated(client, [f"{A}\n{B}", C]) == [f"{a}\n{b}", c]
+    # a line with nothing to translate comes back as it came, the others translated
+    assert translated(client, f"{A}\n😀\n{C}") == f"{a}\n😀\n{c}"
+
+
+def test_a_paragraph_longer_than_the_model_reads_is_translated_by_its_sentences(model_dirs):
+    # LibreTranslate translates a paragraph of ten sentences (within --char-limit) whole;
+    # the tiny model here reads 64 tokens at most: the paragraph is several times that
+    with make_client(model_dirs) as client:
+        wait_ready(client)
+        paragraph = " ".join([A, B, C] * 6)
+        r = client.post("/translate", json={"q": paragraph, **PAIR})
+        assert r.status_code == 200, r.text
+        a, b, c = (translated(client, t) for t in (A, B, C))
+        assert r.json()["translatedText"] == spaced(*[a, b, c] * 6)
+
+
+def test_alternatives_of_a_paragraph_join_its_sentences_alternatives(client):
+    # LibreTranslate: "Das ist ein gutes Buch. Ich habe heute keine Zeit.", alternatives 2 ->
+    # {"translatedText": "That’s a good book. I have no time today.", "alternatives":
+    # ["That's a good book. I don’t have time today.", "This is a good book. I haven’t time
+    # today."]}: alternative k of each sentence, joined
+    r = client.post("/translate", json={"q": f"{A} {B}", "alternatives": 2, **PAIR})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["translatedText"] not in body["alternatives"]
+    assert len(set(body["alternatives"])) == len(body["alternatives"]) <= 2
+    ones = [
+        client.post("/v1/translate", json={"text": t, "beam": 3, "nbest": 3}).json() for t in (A, B)
+    ]
+    firsts, seconds = ([h["text"] for h in o["translations"][0]["nbest"]] for o in ones)
+    assert body["translatedText"] == spaced(firsts[0], seconds[0])  # beam 3's best
+    expected = [spaced(x, y) for x, y in zip(firsts[1:], seconds[1:], strict=True)]
+    expected = [
+        e for i, e in enumerate(expected) if e != body["translatedText"] and e not in expected[:i]
+    ]
+    assert body["alternatives"] == expected
+
+
+def test_a_form_from_a_text_area_has_its_lines_ended_as_lf(client):
+    # LibreTranslate reads a form's q with its line breaks as "\n" (a browser sends a text
+    # area's lines ended "\r\n"): "Das ist ein gutes Buch.\r\nIch habe heute keine Zeit." ->
+    # "That’s a good book.\nI have no time today."
+    r = client.post("/translate", data={"q": f"{A}\r\n{B}", **PAIR})
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == f"{translated(client, A)}\n{translated(client, B)}"
+
+
+def test_html_with_alternatives_is_translated_with_none(client):
+    # LibreTranslate: {"q": "<p>Hallo Welt.</p>", "format": "html", "alternatives": 2} -> 200
+    # {"alternatives": [], "translatedText": "<p>half world.</p>"}; a list of two pages ->
+    # "alternatives": [[], []]
+    r = client.post(
+        "/translate", json={"q": "<p>Hallo Welt.</p>", "format": "html", "alternatives": 2, **PAIR}
+    )
+    assert r.status_code == 200, r.text
+    page = translated(client, "<p>Hallo Welt.</p>", format="html")
+    assert r.json() == {"translatedText": page, "alternatives": []}
+    r = client.post(
+        "/translate",
+        json={"q": ["<p>Hallo</p>", "<b>Gut</b>"], "format": "html", "alternatives": 2, **PAIR},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["alternatives"] == [[], []]
