@@ -91,3 +91,58 @@ def test_html_with_alternatives_is_translated_with_none(client):
     )
     assert r.status_code == 200, r.text
     assert r.json()["alternatives"] == [[], []]
+
+
+def test_fields_read_as_libretranslate_reads_them(client):
+    # LibreTranslate: "source": "DE" -> 200 (a code in any case); "format": null -> 200, text
+    hallo = translated(client, "Hallo Welt.")
+    assert translated(client, "Hallo Welt.", source="DE", target="EN") == hallo
+    assert translated(client, "Hallo Welt.", format=None) == hallo
+    # "source": "" or null -> 400 {"error": "Invalid request: missing source parameter"} (it
+    # answered " is not supported"); a source left out is "auto", as before
+    for empty in ("", None):
+        r = client.post("/translate", json={"q": "Hallo", "source": empty, "target": "en"})
+        assert r.status_code == 400
+        assert r.json() == {"error": "Invalid request: missing source parameter"}
+        r = client.post("/translate", json={"q": "Hallo", "source": "de", "target": empty})
+        assert r.json() == {"error": "Invalid request: missing target parameter"}
+    # /detect {"q": ""} -> 400 {"error": "Invalid request: missing q parameter"}
+    # (and a list holding an empty text, which a form cannot tell from it; LibreTranslate
+    # detects [""])
+    for empty in ("", ["Hallo", ""]):
+        r = client.post("/detect", json={"q": empty})
+        assert r.status_code == 400
+        assert r.json() == {"error": "Invalid request: missing q parameter"}
+
+
+def test_fields_in_the_query_string_of_a_form_or_a_request_without_a_body(client):
+    # LibreTranslate reads them there unless the body is JSON (Flask's request.values):
+    # POST /translate?q=Hallo&source=de&target=en -> 200 {"translatedText": "Hallo"}
+    hallo = translated(client, "Hallo Welt.")
+    r = client.post("/translate?q=Hallo%20Welt.&source=de&target=en")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"translatedText": hallo}
+    r = client.post("/translate?source=de&target=en", data={"q": "Hallo Welt."})
+    assert r.json() == {"translatedText": hallo}
+    r = client.post("/translate?q=Welt", data={"q": "Hallo Welt.", **PAIR})  # the form's wins
+    assert r.json() == {"translatedText": hallo}
+    # a JSON body is read alone: {"error": "Invalid request: missing q parameter"}
+    r = client.post("/translate?q=Hallo", json=PAIR)
+    assert r.status_code == 400
+    assert r.json() == {"error": "Invalid request: missing q parameter"}
+
+
+def test_an_api_key_in_the_query_string_of_a_form(model_dirs, tmp_path):
+    from aiayn.serve.access import AccessConfig
+    from aiayn.serve.keys import KeyStore
+
+    db = tmp_path / "keys.db"
+    store = KeyStore(db)
+    key, _ = store.add(key="q" * 20)
+    store.close()
+    with make_client(model_dirs, access=AccessConfig(api_keys=True, api_keys_db=str(db))) as c:
+        wait_ready(c)
+        r = c.post(f"/translate?api_key={key}", data={"q": "Hallo Welt.", **PAIR})
+        assert r.status_code == 200, r.text
+        r = c.post("/translate?api_key=" + "x" * 20, data={"q": "Hallo Welt.", **PAIR})
+        assert r.status_code == 403 and r.json() == {"error": "Invalid API key"}

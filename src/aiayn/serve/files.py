@@ -294,7 +294,7 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
-    model = _check_languages(registry, form["source"], form["target"])
+    model = _check_languages(registry, form["source"].lower(), form["target"].lower())
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)

@@ -134,7 +134,7 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
 
 async def translation(request: Request, registry: Registry, caller: Caller) -> dict:
     """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body)."""
-    req = await libretranslate_body(request, s.LibreTranslateRequest)
+    req = await libretranslate_body(request, s.LibreTranslateRequest, empty_q=True)
     if is_form(request.scope):  # a text area's lines end "\r\n": "\n", as LibreTranslate reads them
         q = (
             req.q.replace("\r\n", "\n")
