@@ -146,3 +146,36 @@ def test_an_api_key_in_the_query_string_of_a_form(model_dirs, tmp_path):
         assert r.status_code == 200, r.text
         r = c.post("/translate?api_key=" + "x" * 20, data={"q": "Hallo Welt.", **PAIR})
         assert r.status_code == 403 and r.json() == {"error": "Invalid API key"}
+
+
+def test_a_text_asked_for_in_its_own_language_comes_back_as_it_came(client):
+    # LibreTranslate: {"q": "Hallo Welt.", "source": "de", "target": "de"} -> 200
+    # {"translatedText": "Hallo Welt."} (this server answered 400 "German (de) is not available
+    # as a target language from German (de)"); "source": "auto", "target": "de" -> 200
+    # {"detectedLanguage": {"confidence": 90.0, "language": "de"}, "translatedText": "Hallo
+    # Welt."}; /languages lists every language among its own targets
+    for target in ("de", "en"):
+        r = client.post("/translate", json={"q": "Hallo Welt.", "source": target, "target": target})
+        assert r.status_code == 200, r.text
+        assert r.json() == {"translatedText": "Hallo Welt."}
+    r = client.post(
+        "/translate",
+        json={"q": ["Hallo Welt.", "42"], "source": "auto", "target": "de", "alternatives": 1},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "translatedText": ["Hallo Welt.", "42"],
+        "alternatives": [[], []],
+        "detectedLanguage": [
+            {"language": "de", "confidence": 100.0},
+            {"language": "de", "confidence": 0.0},
+        ],
+    }
+    languages = {x["code"]: x["targets"] for x in client.get("/languages").json()}
+    assert languages == {"de": ["de", "en"], "en": ["en"]}
+    # a pair not served is refused as before
+    r = client.post("/translate", json={"q": "Hello", "source": "en", "target": "de"})
+    assert r.status_code == 400
+    assert r.json() == {
+        "error": "German (de) is not available as a target language from English (en)"
+    }

@@ -322,9 +322,10 @@ def _constrain(
             **properties["source"],
             "enum": ["auto", *dict.fromkeys(a for a, _ in pairs)],
         }
+        same = [a for a, _ in pairs] if path == "/translate" else []  # a text in it: as it is
         properties["target"] = {
             **properties["target"],
-            "enum": list(dict.fromkeys(b for _, b in pairs)),
+            "enum": list(dict.fromkeys([*(b for _, b in pairs), *same])),
         }
 
 

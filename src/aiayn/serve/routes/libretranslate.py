@@ -46,14 +46,15 @@ def translators(registry: Registry) -> list[ServedModel]:
 
 @router.get("/languages")
 async def languages(registry: Models):
-    """LibreTranslate's language list: every language with the targets it translates to."""
+    """LibreTranslate's language list: every language with the targets it translates to
+    (itself among them, as LibreTranslate lists it)."""
     pairs = [m.languages for m in translators(registry)]
     codes = list(dict.fromkeys(code for pair in pairs for code in pair))
-    return [
+    return [  # every language its own target too: a text in it comes back as it is
         {
             "code": code,
             "name": LANGUAGE_NAMES.get(code, code),
-            "targets": list(dict.fromkeys(t for src, t in pairs if src == code)),
+            "targets": list(dict.fromkeys([code, *(t for src, t in pairs if src == code)])),
         }
         for code in codes
     ]
@@ -72,6 +73,21 @@ async def detect(request: Request, registry: Models, caller: Guarded):
 
 def _name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
+
+
+def same_language(registry: Registry, source: str, target: str) -> str | None:
+    """The served language ``target`` where a text asked for in it already is in it: the
+    ``source`` (LibreTranslate answers a text translated into its own language as it came),
+    or under 'auto' this server's only source language, where no model translates into it."""
+    served = translators(registry)
+    if target not in {code for m in served for code in m.languages}:
+        return None
+    if source == target:
+        return target
+    if source == "auto" and not any(m.languages[1] == target for m in served):
+        if {m.languages[0] for m in served} == {target}:
+            return target
+    return None
 
 
 def pick_translator(registry: Registry, source: str, target: str) -> ServedModel:
@@ -143,19 +159,24 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         )
         req = req.model_copy(update={"q": q})
     texts = libretranslate_texts(req.q, caller)
-    model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = request_terms(model, req.glossary, request.app.state.glossary)
     limit = request.app.state.frontend.alternatives_limit
     if limit != -1 and req.alternatives > limit:
         message = f"Invalid request: alternatives parameter must be <= {limit}"
         raise ServeError(400, message, "alternatives")
+    if req.alternatives >= registry.config.max_beam:
+        max_beam = registry.config.max_beam
+        message = f"alternatives: at most {max_beam - 1} (--max-beam {max_beam})"
+        raise ServeError(400, message, "alternatives")
+    same = same_language(registry, req.source, req.target)
+    if same is not None:
+        check_prefix(req.prefix, registry.config)
+        return _as_it_came(req, same)
+    model, config = pick_translator(registry, req.source, req.target), registry.config
+    terms = request_terms(model, req.glossary, request.app.state.glossary)
     if req.format == "html":
         return await _translate_html(req, model, registry, caller, terms)
     check_prefix(req.prefix, config)
     nbest = 1 + req.alternatives
-    if nbest > config.max_beam:
-        message = f"alternatives: at most {config.max_beam - 1} (--max-beam {config.max_beam})"
-        raise ServeError(400, message, "alternatives")
     passages = _sentences(model, texts)
     options = dict(beam=max(config.beam, nbest), nbest=nbest)
 
@@ -221,6 +242,22 @@ def _sentences(model: ServedModel, texts: list[str]) -> Passages:
                 "q",
             )
     return passages
+
+
+def _as_it_came(req, language: str) -> dict:
+    """The answer to a text asked for in the language it is in: the text as it came, without
+    alternatives, detected (under 'auto') as ``language``."""
+    single = isinstance(req.q, str)
+    texts = [req.q] if single else list(req.q)
+    body: dict = {"translatedText": req.q}
+    if req.alternatives:
+        body["alternatives"] = [] if single else [[] for _ in texts]
+    if req.source == "auto":
+        guesses = [
+            {"language": language, "confidence": 100.0 if has_words(t) else 0.0} for t in texts
+        ]
+        body["detectedLanguage"] = guesses[0] if single else guesses
+    return body
 
 
 def _unique(texts: list[str], translation: str) -> list[str]:
