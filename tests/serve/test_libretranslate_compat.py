@@ -179,3 +179,21 @@ def test_a_text_asked_for_in_its_own_language_comes_back_as_it_came(client):
     assert r.json() == {
         "error": "German (de) is not available as a target language from English (en)"
     }
+
+
+def test_a_translated_file_downloads_named_with_its_target_language(client):
+    # LibreTranslate: brief.docx into English downloads as "attachment; filename=brief_en.docx"
+    # (this server answered "brief.docx", the original's own name; and "Grüße.txt" as
+    # "Gr__e.txt", where LibreTranslate's is "Grue_en.txt")
+    from urllib.parse import quote
+
+    for name, header in (
+        ("brief.txt", 'attachment; filename="brief_en.txt"'),
+        ("Grüße.txt", f"attachment; filename*=utf-8''{quote('Grüße_en.txt')}"),
+    ):
+        r = client.post("/translate_file", files={"file": (name, b"Hallo Welt.\n")}, data=PAIR)
+        assert r.status_code == 200, r.text
+        got = client.get(r.json()["translatedFileUrl"])
+        assert got.status_code == 200
+        assert got.headers["content-disposition"] == header
+        assert got.text == translated(client, "Hallo Welt.") + "\n"
