@@ -197,3 +197,21 @@ def test_a_translated_file_downloads_named_with_its_target_language(client):
         assert got.status_code == 200
         assert got.headers["content-disposition"] == header
         assert got.text == translated(client, "Hallo Welt.") + "\n"
+
+
+def test_an_api_key_that_is_no_string_is_a_wrong_key(model_dirs, tmp_path):
+    # LibreTranslate: {"api_key": 12345, ...} -> 403 {"error": "Invalid API key"} (this
+    # server answered it as a missing key: 400 "Please contact the server operator ...")
+    from aiayn.serve.access import AccessConfig
+    from aiayn.serve.keys import KeyStore
+
+    db = tmp_path / "keys.db"
+    KeyStore(db).close()
+    with make_client(model_dirs, access=AccessConfig(api_keys=True, api_keys_db=str(db))) as c:
+        wait_ready(c)
+        for key in (12345, True, ["k" * 20]):
+            r = c.post("/translate", json={"q": "Hallo", "api_key": key, **PAIR})
+            assert r.status_code == 403 and r.json() == {"error": "Invalid API key"}
+        r = c.post("/translate", json={"q": "Hallo", "api_key": "", **PAIR})
+        assert r.status_code == 400  # an empty one is none
+        assert r.json() == {"error": "Please contact the server operator to get an API key"}

@@ -153,6 +153,10 @@ class Gate:
         given = bearer or _text(fields.get("api_key"))
         key = None
         if self.keys is not None:
+            if given is None and fields.get("api_key") not in (None, ""):  # 12345, true
+                raise ServeError(  # no key is one: a wrong key, as LibreTranslate answers it
+                    403, "Invalid API key" if lt else "api_key: invalid API key", "api_key"
+                )
             if given:
                 key = await run_in_threadpool(self.keys.lookup, given)
                 if key is None:
