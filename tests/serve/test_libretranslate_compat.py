@@ -106,6 +106,11 @@ def test_fields_read_as_libretranslate_reads_them(client):
         assert r.json() == {"error": "Invalid request: missing source parameter"}
         r = client.post("/translate", json={"q": "Hallo", "source": "de", "target": empty})
         assert r.json() == {"error": "Invalid request: missing target parameter"}
+    # a form's alternatives=abc -> 400 {"error": "Invalid request: alternatives parameter is
+    # not a number"} (it answered pydantic's "Input should be a valid integer, ...")
+    r = client.post("/translate", data={"q": "Hallo", "alternatives": "abc", **PAIR})
+    assert r.status_code == 400
+    assert r.json() == {"error": "Invalid request: alternatives parameter is not a number"}
     # /detect {"q": ""} -> 400 {"error": "Invalid request: missing q parameter"}
     # (and a list holding an empty text, which a form cannot tell from it; LibreTranslate
     # detects [""])

@@ -303,7 +303,11 @@ async def libretranslate_body(
     try:  # a form's values are all strings: read them as the fields' types
         return schema.model_validate(data, context={"form": pairs is not None})
     except ValidationError as e:
-        status, message, param = validation_message(e.errors())
+        errors = e.errors()
+        if errors[0].get("loc") == ("alternatives",) and errors[0].get("type") == "int_parsing":
+            message = "Invalid request: alternatives parameter is not a number"  # its words
+            raise ServeError(400, message, "alternatives") from None
+        status, message, param = validation_message(errors)
         raise ServeError(status, message, param) from None
 
 
