@@ -16,6 +16,8 @@ from aiayn.data.markup import pieces
 
 # a line: its leading blanks, its text, and its trailing white space with its line break
 _LINE = re.compile(r"([ \t]*)(.*?)(\s*)$", re.DOTALL)
+# where a sentence may end before a line's end (pieces decides whether one does)
+_INNER_END = re.compile(r"[.!?\u2026]\S*\s")
 
 
 class Passages:
@@ -43,7 +45,10 @@ class Passages:
                     plan.append((line, 0, ""))
                     continue
                 words = body.split()
-                ranges = pieces(words, fits)
+                if _INNER_END.search(body) is None and fits(" ".join(words)):
+                    ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
+                else:
+                    ranges = pieces(words, fits)
                 self.first.extend(
                     not any(n for _, n, _ in plan) and k == 0 for k in range(len(ranges))
                 )

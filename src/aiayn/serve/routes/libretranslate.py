@@ -218,7 +218,7 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         ]
         others = [_unique([r[i] for r in ranked], best[i]) for i in range(len(texts))]
         body["alternatives"] = others[0] if single else others
-    return _detected(body, req, model, [has_words(t) for t in texts])
+    return _detected(body, req, model, texts)
 
 
 def _sentences(model: ServedModel, texts: list[str]) -> Passages:
@@ -308,9 +308,12 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-def _detected(body: dict, req, model: ServedModel, words: list[bool]) -> dict:
-    """``source`` 'auto': the model's source language, confidence 0 for a text without words."""
+def _detected(body: dict, req, model: ServedModel, texts: list[str] | None) -> dict:
+    """``source`` 'auto': the model's source language, confidence 0 for a text without words
+    (``texts`` None: every text has them)."""
     if req.source == "auto":
+        count = 1 if isinstance(req.q, str) else len(req.q)
+        words = [True] * count if texts is None else map(has_words, texts)
         guesses = [
             {"language": model.languages[0], "confidence": 100.0 if w else 0.0} for w in words
         ]
@@ -358,7 +361,7 @@ async def _translate_html(
     body: dict = {"translatedText": pages[0] if single else pages}
     if req.alternatives:  # none for a page, as LibreTranslate answers
         body["alternatives"] = [] if single else [[] for _ in pages]
-    return _detected(body, req, model, [True] * len(documents))
+    return _detected(body, req, model, None)
 
 
 class TranslateLane:
