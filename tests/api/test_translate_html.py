@@ -116,7 +116,6 @@ def test_libretranslate_format_html_gives_the_page_the_api_gives(translator, cli
     [
         ({"q": "<p>gut</p>\n<b>x</i>"}, "q", ["q: line 2, column 8", "end tag </i>"]),
         ({"q": ["<p>a</p>", "<p title='x"]}, "q", ["q[1]: line 1", "end of file"]),
-        ({"q": "<p>a</p>", "alternatives": 1}, "alternatives", ["format 'text'"]),
         ({"q": "<p>a</p>", "prefix": "The"}, "prefix", ["format 'text'"]),
         ({"q": "<p>" + "x" * 4994 + "</p>"}, "q", ["request (5001) exceeds text limit (5000)"]),
     ],

@@ -48,8 +48,8 @@ def test_health_models_and_languages(client, model_dirs):
     assert models["sentiment"]["labels"] == ["neg", "neutral", "pos"]
     assert models["lm"]["family"] == "decoder-only" and models["lm"]["languages"] is None
     assert client.get("/languages").json() == [
-        {"code": "de", "name": "German", "targets": ["en"]},
-        {"code": "en", "name": "English", "targets": []},
+        {"code": "de", "name": "German", "targets": ["de", "en"]},
+        {"code": "en", "name": "English", "targets": ["en"]},
     ]
     assert client.post("/detect", data={"q": "Hallo Welt"}).json() == [
         {"language": "de", "confidence": 100.0}
@@ -89,11 +89,6 @@ def test_libretranslate_json_and_form_bodies(client, model_dirs):
             {"q": "Hallo", "source": "en", "target": "de"},
             400,
             ["German (de) is not available as a target language from English (en)"],
-        ),
-        (
-            {"q": "Hallo", "source": "en", "target": "en"},
-            400,
-            ["English (en) is not available as a target language from English (en)"],
         ),
         (
             {"q": "<b>Hallo</i>", "source": "de", "target": "en", "format": "html"},

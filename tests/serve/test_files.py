@@ -62,7 +62,8 @@ def test_api_translate_file_and_download(client):
     got = download(client, response)
     assert got.status_code == 200
     assert len(got.content) > 0 and got.content != b"Hallo Welt, das ist ein Test."
-    assert 'filename="test.txt"' in got.headers["content-disposition"]
+    # LibreTranslate: "attachment; filename=test_en.txt" (the target language's code added)
+    assert 'filename="test_en.txt"' in got.headers["content-disposition"]
 
 
 def test_api_translate_file_missing_file(client):
@@ -258,7 +259,7 @@ def test_stored_names_are_generated_and_the_download_name_is_cleaned(client):
     assert len(stored) == 36 and stored.endswith(".txt") and "Brief" not in stored
     assert (store_of(client) / stored).is_file()
     got = download(client, response)
-    assert "''_2e_2e_2fmein%20_Brief_.txt" in got.headers["content-disposition"]
+    assert "''_2e_2e_2fmein%20_Brief__en.txt" in got.headers["content-disposition"]
 
 
 def test_files_expire_and_leave_nothing_behind(model_dirs):
@@ -399,6 +400,7 @@ def test_upload_names_are_checked_and_cleaned():
     assert _unfit_name("Brief.docx") is None
     assert display_name("<b>Brief<b>.docx") == "_b_Brief_b_.docx"
     assert display_name("x" * 300 + ".docx") == "x" * 95 + ".docx"
+    assert display_name("Grüße aus Köln.txt") == "Grüße aus Köln.txt"  # it was "Gr__e aus K_ln"
 
 
 def test_the_serve_command_takes_the_file_flags():

@@ -39,7 +39,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from aiayn.serve.config import ServeConfig
-from aiayn.serve.errors import LIBRETRANSLATE_PATHS, PARSED_JSON, ServeError, is_form
+from aiayn.serve.errors import (
+    LIBRETRANSLATE_PATHS,
+    PARSED_JSON,
+    ServeError,
+    is_form,
+    query_fields,
+)
 from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore
 
 log = logging.getLogger("aiayn.serve")
@@ -147,6 +153,10 @@ class Gate:
         given = bearer or _text(fields.get("api_key"))
         key = None
         if self.keys is not None:
+            if given is None and fields.get("api_key") not in (None, ""):  # 12345, true
+                raise ServeError(  # no key is one: a wrong key, as LibreTranslate answers it
+                    403, "Invalid API key" if lt else "api_key: invalid API key", "api_key"
+                )
             if given:
                 key = await run_in_threadpool(self.keys.lookup, given)
                 if key is None:
@@ -243,11 +253,17 @@ async def body_fields(request: Request) -> dict:
     a body that is not an object, which the route then refuses."""
     if request.method not in ("POST", "PUT", "PATCH"):
         return {}
+    pairs = None
     if is_form(request.scope):
         await request.body()  # kept by the request: the route reads it again
         # parsed once (the request keeps it for the route): with the route's own limits
         form = await request.form(**FORM_LIMITS.get(request.url.path, {}))
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+    elif request.url.path in LIBRETRANSLATE_PATHS and PARSED_JSON not in request.scope:
+        pairs = []  # no body: the query string's fields alone
+    if pairs is not None:  # and the query string's, as LibreTranslate reads them
+        given = {k for k, _ in pairs}
+        pairs += [(k, v) for k, v in query_fields(request.scope) if k not in given]
         fields: dict = {}
         for name, value in pairs:
             fields.setdefault(name, []).append(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -207,6 +208,20 @@ def is_form(scope) -> bool:
     clients send them; every other body is JSON. The one decision JsonBody, the access check
     and the routes all follow."""
     return scope["path"] in LIBRETRANSLATE_PATHS and media_type(scope) in FORM_TYPES
+
+
+def query_fields(scope) -> list[tuple[str, str]]:
+    """The fields of a request's query string on LibreTranslate's routes, which it reads as a
+    form's (Flask's ``request.values``) unless the body is JSON: a form's fields, or those of a
+    request without a body, may come there (``POST /translate?q=Hallo&source=de&target=en``).
+    A field the form also has is the form's."""
+    if scope["path"] not in LIBRETRANSLATE_PATHS or PARSED_JSON in scope:
+        return []
+    query = scope.get("query_string", b"").decode("latin-1")
+    try:
+        return parse_qsl(query, keep_blank_values=True, errors="strict")
+    except ValueError:  # not UTF-8 once unquoted: no fields
+        return []
 
 
 def replaying(body: bytes, receive):

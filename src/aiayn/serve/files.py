@@ -213,11 +213,20 @@ def close(app) -> None:
 
 def display_name(name: str) -> str:
     """An upload's name as messages and the download show it: its last part, characters
-    other than letters, digits, ``.``, ``-``, ``_`` and spaces replaced, at most 100 long."""
+    other than letters (of any script: "Grüße.txt"), digits, ``.``, ``-``, ``_`` and spaces
+    replaced, at most 100 long."""
     base = PurePath(name.replace("\\", "/")).name
-    safe = re.sub(r"[^\w.\- ]", "_", base, flags=re.ASCII).strip(" .") or "document"
+    safe = re.sub(r"[^\w.\- ]", "_", base).strip(" .") or "document"
     stem, suffix = os.path.splitext(safe)
     return stem[: 100 - len(suffix)] + suffix
+
+
+def translated_name(name: str, target: str) -> str:
+    """The name a translated file downloads as: the upload's (``display_name``) with the target
+    language before its ending, as LibreTranslate names it ("brief.docx" into English:
+    "brief_en.docx"), so that it does not take the original's place where it is saved."""
+    stem, suffix = os.path.splitext(name)
+    return f"{stem}_{target}{suffix}"
 
 
 def _unfit_name(name: str) -> str | None:
@@ -294,14 +303,18 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
-    model = _check_languages(registry, form["source"], form["target"])
+    model = _check_languages(registry, form["source"].lower(), form["target"].lower())
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
     async with files.turns:
         stored = await _translate(data, name, fmt, model, registry, request.app.state.glossary)
         key = await run_in_threadpool(
-            files.store.put, stored, fmt.extensions[0], name, fmt.media_type
+            files.store.put,
+            stored,
+            fmt.extensions[0],
+            translated_name(name, model.languages[1]),
+            fmt.media_type,
         )
     asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
     return {"translatedFileUrl": str(request.url_for("download_file", name=key))}

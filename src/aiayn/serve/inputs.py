@@ -25,6 +25,7 @@ from aiayn.serve.errors import (
     error_response,
     is_form,
     media_type,
+    query_fields,
     replaying,
     validation_message,
 )
@@ -253,21 +254,30 @@ class JsonBody:
         return await self.app(scope, replaying(body, receive), send)
 
 
-async def libretranslate_body(request: Request, schema: type[BaseModel]) -> BaseModel:
-    """A LibreTranslate body, JSON or form-encoded (as its clients send it)."""
-    if not is_form(request.scope):
+async def libretranslate_body(
+    request: Request, schema: type[BaseModel], empty_q: bool = False
+) -> BaseModel:
+    """A LibreTranslate body, JSON or form-encoded (as its clients send it), with the fields
+    of the query string where the body is not JSON (``query_fields``), read as LibreTranslate
+    reads them: a language code in any case, an empty or null field missing (an empty ``q``
+    is a text only where ``empty_q``: it translates to the empty text), a null format text."""
+    if PARSED_JSON in request.scope:  # JsonBody parsed and checked it
         pairs = None
-        data = request.scope.get(PARSED_JSON, {})  # JsonBody parsed and checked it
-    elif media_type(request.scope) == "multipart/form-data":
+        data = request.scope[PARSED_JSON]
+    elif media_type(request.scope) == "multipart/form-data" and is_form(request.scope):
         form = await request.form()
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-    else:
+    elif is_form(request.scope):
         body = await request.body()
         try:
             pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
         except ValueError as e:  # UnicodeDecodeError: not UTF-8
             raise ServeError(400, f"body: a form that is not UTF-8 ({e})", "body") from None
+    else:  # no body: the query string's fields alone
+        pairs = []
     if pairs is not None:
+        given = {k for k, _ in pairs}
+        pairs = pairs + [(k, v) for k, v in query_fields(request.scope) if k not in given]
         data: dict = {}
         for key, value in pairs:
             data.setdefault(key, []).append(value)
@@ -276,18 +286,28 @@ async def libretranslate_body(request: Request, schema: type[BaseModel]) -> Base
     if not isinstance(data, dict):
         raise ServeError(400, "Invalid JSON format", "body")
     for name, field in schema.model_fields.items():  # LibreTranslate's words for a missing one
-        if field.is_required() and data.get(name) in (None, [], ""):
-            if name == "q" and data.get(name) == "":
-                continue  # an empty text translates to the empty text
+        if not (field.is_required() or (name in ("source", "target") and name in data)):
+            continue  # absent: its default (source "auto")
+        value = data.get(name)
+        if name == "q" and isinstance(value, list) and "" in value and not empty_q:
+            value = ""  # a list with an empty text: nothing to detect in it
+        if value in (None, [], "") and not (empty_q and name == "q" and value == ""):
             raise ServeError(400, f"Invalid request: missing {name} parameter", name)
     if "format" in schema.model_fields and data.get("format") not in (None, "", "text", "html"):
         raise ServeError(400, f"{data['format']} format is not supported", "format")
-    if data.get("format") == "":
+    if data.get("format") in ("", None) and "format" in data:
         data = {**data, "format": "text"}
+    for name in ("source", "target"):  # "DE" is "de", as LibreTranslate reads a code
+        if name in schema.model_fields and isinstance(data.get(name), str):
+            data = {**data, name: data[name].lower()}
     try:  # a form's values are all strings: read them as the fields' types
         return schema.model_validate(data, context={"form": pairs is not None})
     except ValidationError as e:
-        status, message, param = validation_message(e.errors())
+        errors = e.errors()
+        if errors[0].get("loc") == ("alternatives",) and errors[0].get("type") == "int_parsing":
+            message = "Invalid request: alternatives parameter is not a number"  # its words
+            raise ServeError(400, message, "alternatives") from None
+        status, message, param = validation_message(errors)
         raise ServeError(status, message, param) from None
 
 

@@ -169,7 +169,10 @@ def document(
                         "enum": [m["name"] for m in models],
                     }
             body = operation.get("requestBody", {}).get("content", {})
-            for media in body.values():
+            for media_type, media in body.items():
+                if media_type != "application/json" and _nullable(media["schema"], components):
+                    # a form has no null: its own schema, without the JSON body's nulls
+                    media["schema"] = _without_nulls(_request_schema(media["schema"], components))
                 target = _request_schema(media["schema"], components)
                 _constrain(target, path, config, models, frontend)
     for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422, not ours
@@ -222,6 +225,28 @@ def _document_errors(
             "description": STATUSES[status],
             "content": {"application/json": {"schema": schema}},
         }
+
+
+def _nullable(schema: dict, components: dict) -> bool:
+    """Whether a body's schema has a field that may be null (besides ``api_key``, which a
+    form leaves out)."""
+    properties = _request_schema(schema, components).get("properties", {})
+    return any(
+        {"type": "null"} in field.get("anyOf", [])
+        for name, field in properties.items()
+        if name not in ("api_key", "glossary")
+    )
+
+
+def _without_nulls(schema: dict) -> dict:
+    """A copy of ``schema`` whose fields that may be null (in JSON: ``"format": null``) may not."""
+    schema = copy.deepcopy(schema)
+    for name, field in schema.get("properties", {}).items():
+        options = [o for o in field.get("anyOf", []) if o != {"type": "null"}]
+        if name not in ("api_key", "glossary") and len(options) < len(field.get("anyOf", [])):
+            field.pop("anyOf")
+            field.update(options[0]) if len(options) == 1 else field.update(anyOf=options)
+    return schema
 
 
 def _request_schema(schema: dict, components: dict) -> dict:
@@ -281,11 +306,15 @@ def _constrain(
             }
     if path == "/v1/classify":  # a class of nothing is no answer
         _each_text(properties["input"], {"pattern": r"\S"})
-    if path == "/translate" and "format" in properties:  # html: no prefix, no alternatives
+    if path in ("/detect", "/suggest"):  # an empty text is a missing one, as LibreTranslate
+        for name in ("q", "s"):  # reads it (a form cannot tell "" from [""])
+            if name in properties:
+                _each_text(properties[name], {"minLength": 1})
+    if path == "/translate" and "format" in properties:  # html: no prefix
         schema["anyOf"] = [
             {"not": {"required": ["format"]}},
             {"properties": {"format": {"const": "text"}}},
-            {"properties": {"prefix": {"maxLength": 0}, "alternatives": {"maximum": 0}}},
+            {"properties": {"prefix": {"maxLength": 0}}},
         ]
     pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
     if path in ("/translate", "/translate_file") and "target" in properties:
@@ -293,9 +322,10 @@ def _constrain(
             **properties["source"],
             "enum": ["auto", *dict.fromkeys(a for a, _ in pairs)],
         }
+        same = [a for a, _ in pairs] if path == "/translate" else []  # a text in it: as it is
         properties["target"] = {
             **properties["target"],
-            "enum": list(dict.fromkeys(b for _, b in pairs)),
+            "enum": list(dict.fromkeys([*(b for _, b in pairs), *same])),
         }
 
 

@@ -65,7 +65,7 @@ class LibreTranslateRequest(BaseModel):
     q: Texts = Field(description="text to translate, or a list of texts")
     source: str = Field("auto", description="source language code, or 'auto'")
     target: str = Field(description="target language code")
-    format: Literal["text", "html"] = "text"
+    format: Literal["text", "html"] | None = Field("text", description="null: text")
     alternatives: Int = Field(0, ge=0, description="alternative translations per text")
     prefix: str = Field(
         "", description="aiayn's: target text every translation begins with ('': none)"

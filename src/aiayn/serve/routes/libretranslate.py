@@ -4,18 +4,20 @@ status codes and messages), so that its clients and its web page's settings work
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from aiayn import documents
+from aiayn.data.passages import Passages
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded, guard_request
-from aiayn.serve.errors import PARSED_JSON, ServeError, handled
+from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
 from aiayn.serve.inputs import (
     LANGUAGE_NAMES,
     check_prefix,
-    check_tokens,
     form_or_json,
     has_words,
     libretranslate_body,
@@ -44,14 +46,15 @@ def translators(registry: Registry) -> list[ServedModel]:
 
 @router.get("/languages")
 async def languages(registry: Models):
-    """LibreTranslate's language list: every language with the targets it translates to."""
+    """LibreTranslate's language list: every language with the targets it translates to
+    (itself among them, as LibreTranslate lists it)."""
     pairs = [m.languages for m in translators(registry)]
     codes = list(dict.fromkeys(code for pair in pairs for code in pair))
-    return [
+    return [  # every language its own target too: a text in it comes back as it is
         {
             "code": code,
             "name": LANGUAGE_NAMES.get(code, code),
-            "targets": list(dict.fromkeys(t for src, t in pairs if src == code)),
+            "targets": list(dict.fromkeys([code, *(t for src, t in pairs if src == code)])),
         }
         for code in codes
     ]
@@ -70,6 +73,21 @@ async def detect(request: Request, registry: Models, caller: Guarded):
 
 def _name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
+
+
+def same_language(registry: Registry, source: str, target: str) -> str | None:
+    """The served language ``target`` where a text asked for in it already is in it: the
+    ``source`` (LibreTranslate answers a text translated into its own language as it came),
+    or under 'auto' this server's only source language, where no model translates into it."""
+    served = translators(registry)
+    if target not in {code for m in served for code in m.languages}:
+        return None
+    if source == target:
+        return target
+    if source == "auto" and not any(m.languages[1] == target for m in served):
+        if {m.languages[0] for m in served} == {target}:
+            return target
+    return None
 
 
 def pick_translator(registry: Registry, source: str, target: str) -> ServedModel:
@@ -132,54 +150,120 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
 
 async def translation(request: Request, registry: Registry, caller: Caller) -> dict:
     """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body)."""
-    req = await libretranslate_body(request, s.LibreTranslateRequest)
+    req = await libretranslate_body(request, s.LibreTranslateRequest, empty_q=True)
+    if is_form(request.scope):  # a text area's lines end "\r\n": "\n", as LibreTranslate reads them
+        q = (
+            req.q.replace("\r\n", "\n")
+            if isinstance(req.q, str)
+            else [t.replace("\r\n", "\n") for t in req.q]
+        )
+        req = req.model_copy(update={"q": q})
     texts = libretranslate_texts(req.q, caller)
-    model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = request_terms(model, req.glossary, request.app.state.glossary)
-    if req.format == "html":
-        return await _translate_html(req, model, registry, caller, terms)
     limit = request.app.state.frontend.alternatives_limit
     if limit != -1 and req.alternatives > limit:
         message = f"Invalid request: alternatives parameter must be <= {limit}"
         raise ServeError(400, message, "alternatives")
+    if req.alternatives >= registry.config.max_beam:
+        max_beam = registry.config.max_beam
+        message = f"alternatives: at most {max_beam - 1} (--max-beam {max_beam})"
+        raise ServeError(400, message, "alternatives")
+    same = same_language(registry, req.source, req.target)
+    if same is not None:
+        check_prefix(req.prefix, registry.config)
+        return _as_it_came(req, same)
+    model, config = pick_translator(registry, req.source, req.target), registry.config
+    terms = request_terms(model, req.glossary, request.app.state.glossary)
+    if req.format == "html":
+        return await _translate_html(req, model, registry, caller, terms)
     check_prefix(req.prefix, config)
     nbest = 1 + req.alternatives
-    if nbest > config.max_beam:
-        message = f"alternatives: at most {config.max_beam - 1} (--max-beam {config.max_beam})"
-        raise ServeError(400, message, "alternatives")
-    words = [has_words(t) for t in texts]
-    todo = [t for t, w in zip(texts, words, strict=True) if w]
-    check_tokens(model, todo, todo[0] if len(todo) == 1 else todo, "q")
+    passages = _sentences(model, texts)
     options = dict(beam=max(config.beam, nbest), nbest=nbest)
-    results = []
-    if todo:
-        results = await registry.run(
+
+    async def decode(items: list[str], prefix: str) -> list:
+        if not items:
+            return []
+        return await registry.run(
             model,
-            todo,
+            items,
             lambda items: model.translate(  # texts only
-                items,
-                scores=False,
-                prefix=prefixes(req.prefix, items),
-                glossary=terms,
-                **options,
+                items, scores=False, prefix=prefixes(prefix, items), glossary=terms, **options
             ),
-            ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
+            ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
         )
-    done = iter(results)
-    best, others = [], []
-    for text, word in zip(texts, words, strict=True):
-        if not word:  # as it came, without alternatives
-            best.append(text)
-            others.append([])
-            continue
-        t = next(done)
-        best.append(t.text if t.hypotheses else "")
-        others.append([h.text for h in t.hypotheses[1:]])
+
+    sentences = passages.texts
+    if req.prefix:  # the translation of each text begins with it: its first sentence's
+        heads = [i for i, first in enumerate(passages.first) if first]
+        rest = [i for i, first in enumerate(passages.first) if not first]
+        decoded = await asyncio.gather(
+            decode([sentences[i] for i in heads], req.prefix),
+            decode([sentences[i] for i in rest], ""),
+        )
+        results: list = [None] * len(sentences)
+        for indices, found in zip((heads, rest), decoded, strict=True):
+            for i, t in zip(indices, found, strict=True):
+                results[i] = t
+    else:
+        results = await decode(sentences, "")
+    hypotheses = [[h.text for h in t.hypotheses] or [""] for t in results]
+    best = passages.join([h[0] for h in hypotheses])
     single = isinstance(req.q, str)
     body: dict = {"translatedText": best[0] if single else best}
     if req.alternatives:
+        # alternative k: each sentence's k-th hypothesis (its last where it has fewer), as
+        # LibreTranslate joins them; none equal to the translation or to another
+        ranked = [
+            passages.join([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(1, nbest)
+        ]
+        others = [_unique([r[i] for r in ranked], best[i]) for i in range(len(texts))]
         body["alternatives"] = others[0] if single else others
-    return _detected(body, req, model, words)
+    return _detected(body, req, model, texts)
+
+
+def _sentences(model: ServedModel, texts: list[str]) -> Passages:
+    """``texts`` cut into the sentences ``model`` reads (their lines kept); a word too long for
+    the model to read whole is refused."""
+    counts: dict[str, int] = {}
+
+    def tokens(text: str) -> int:
+        if text not in counts:
+            counts[text] = model.token_counts([text])[0]
+        return counts[text]
+
+    limit = model.max_text_tokens
+    passages = Passages(texts, lambda text: tokens(text) <= limit, has_words)
+    for text in passages.texts:
+        if tokens(text) > limit:  # one word over the limit (a sentence is cut between words)
+            raise ServeError(
+                400,
+                f"q: {text[:40]!r} is {tokens(text)} tokens, with no space to cut it at; model "
+                f"{model.name} reads at most {limit} (its max_len {model.config.max_len}, with eos)",
+                "q",
+            )
+    return passages
+
+
+def _as_it_came(req, language: str) -> dict:
+    """The answer to a text asked for in the language it is in: the text as it came, without
+    alternatives, detected (under 'auto') as ``language``."""
+    single = isinstance(req.q, str)
+    texts = [req.q] if single else list(req.q)
+    body: dict = {"translatedText": req.q}
+    if req.alternatives:
+        body["alternatives"] = [] if single else [[] for _ in texts]
+    if req.source == "auto":
+        guesses = [
+            {"language": language, "confidence": 100.0 if has_words(t) else 0.0} for t in texts
+        ]
+        body["detectedLanguage"] = guesses[0] if single else guesses
+    return body
+
+
+def _unique(texts: list[str], translation: str) -> list[str]:
+    """``texts`` without repeats, without the translation and without empty ones."""
+    seen = {translation, ""}
+    return [t for t in texts if not (t in seen or seen.add(t))]
 
 
 @router.get("/frontend/settings")
@@ -224,9 +308,12 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-def _detected(body: dict, req, model: ServedModel, words: list[bool]) -> dict:
-    """``source`` 'auto': the model's source language, confidence 0 for a text without words."""
+def _detected(body: dict, req, model: ServedModel, texts: list[str] | None) -> dict:
+    """``source`` 'auto': the model's source language, confidence 0 for a text without words
+    (``texts`` None: every text has them)."""
     if req.source == "auto":
+        count = 1 if isinstance(req.q, str) else len(req.q)
+        words = [True] * count if texts is None else map(has_words, texts)
         guesses = [
             {"language": model.languages[0], "confidence": 100.0 if w else 0.0} for w in words
         ]
@@ -239,13 +326,13 @@ async def _translate_html(
 ) -> dict:
     """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
     sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
-    document, markup included (as LibreTranslate's character limit does)."""
+    document, markup included (as LibreTranslate's character limit does). ``alternatives``
+    are none (an empty list), as LibreTranslate answers them for a page."""
     from aiayn.data import markup
 
     config = registry.config
-    for field, given in (("alternatives", req.alternatives), ("prefix", req.prefix)):
-        if given:
-            raise ServeError(400, f"{field}: applies to format 'text', not 'html'", field)
+    if req.prefix:
+        raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
     documents = texts_of(req.q, "q", caller)  # the whole markup within --max-chars
     names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
 
@@ -270,8 +357,11 @@ async def _translate_html(
             ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )
     pages = sentences.render([(t.text, t.alignment or ()) for t in results])
-    body: dict = {"translatedText": pages[0] if isinstance(req.q, str) else pages}
-    return _detected(body, req, model, [True] * len(documents))
+    single = isinstance(req.q, str)
+    body: dict = {"translatedText": pages[0] if single else pages}
+    if req.alternatives:  # none for a page, as LibreTranslate answers
+        body["alternatives"] = [] if single else [[] for _ in pages]
+    return _detected(body, req, model, None)
 
 
 class TranslateLane:

@@ -1,0 +1,73 @@
+"""Plain texts through a sentence-level model: each text's lines kept (line breaks, blank lines,
+each line's leading and trailing white space) and each line cut into the sentences the model
+reads (``aiayn.data.markup.pieces``, as documents are cut), their translations joined back.
+
+A model trained on sentences, given a paragraph or several lines as one text, drops or invents
+whole sentences; LibreTranslate's ``/translate`` takes paragraphs and lines, and answers each
+line translated sentence by sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from aiayn.data.markup import pieces
+
+# a line: its leading blanks, its text, and its trailing white space with its line break
+_LINE = re.compile(r"([ \t]*)(.*?)(\s*)$", re.DOTALL)
+# where a sentence may end before a line's end (pieces decides whether one does)
+_INNER_END = re.compile(r"[.!?\u2026]\S*\s")
+
+
+class Passages:
+    """``texts`` (the sentences to translate, in order) cut from ``passages``: every line of
+    a passage with a word (``translatable``) cut into sentences that each ``fits`` the model
+    (a sentence that does not is cut again at its last word that fits); other lines (blank,
+    an emoji, a number) are kept as they are. ``first[i]``: whether sentence i begins its
+    passage. ``join`` gives the passages back from the sentences' translations."""
+
+    def __init__(
+        self,
+        passages: Sequence[str],
+        fits: Callable[[str], bool],
+        translatable: Callable[[str], bool] = lambda line: True,
+    ) -> None:
+        self.texts: list[str] = []
+        self.first: list[bool] = []
+        # per passage, per line: (kept text before, sentences, kept text after)
+        self._plans: list[list[tuple[str, int, str]]] = []
+        for passage in passages:
+            plan = []
+            for line in passage.splitlines(keepends=True):
+                lead, body, trail = _LINE.match(line).groups()
+                if not body or not translatable(body):
+                    plan.append((line, 0, ""))
+                    continue
+                words = body.split()
+                if _INNER_END.search(body) is None and fits(" ".join(words)):
+                    ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
+                else:
+                    ranges = pieces(words, fits)
+                self.first.extend(
+                    not any(n for _, n, _ in plan) and k == 0 for k in range(len(ranges))
+                )
+                self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
+                plan.append((lead, len(ranges), trail))
+            self._plans.append(plan)
+
+    def join(self, translations: Sequence[str]) -> list[str]:
+        """The passages with each sentence replaced by its translation (``translations[i]``
+        for ``texts[i]``): a line's sentences joined by single spaces, between the line's own
+        leading and trailing white space."""
+        if len(translations) != len(self.texts):
+            raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
+        done = iter(translations)
+        out = []
+        for plan in self._plans:
+            parts = []
+            for before, n, after in plan:
+                words = " ".join(next(done) for _ in range(n)).split()
+                parts.append(before + " ".join(words) + after)
+            out.append("".join(parts))
+        return out
