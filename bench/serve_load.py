@@ -60,14 +60,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from bench.common import ROOT, write_result  # noqa: E402
 from scripts.browser_check import free_port  # noqa: E402
 
+from aiayn.data.passages import Passages  # noqa: E402
+
 HOST = "127.0.0.1"  # the load never leaves this machine
 WRK = shutil.which("wrk")  # the load generator where installed (Debian's wrk)
 DIRECT_SAME = "direct-ctranslate2, the server's batch"  # rows timed at the served batch size
 
 
 def test_sentences(corpus: Path, n: int) -> list[str]:
+    """The first ``n`` test lines that hold one sentence: LibreTranslate's ``/translate`` (of
+    either server) cuts a line into its sentences, so a line of two would be two decodes
+    served and one in process."""
     lines = gzip.decompress((corpus / "test.de.gz").read_bytes()).decode().splitlines()
-    return [line for line in lines if line.strip()][:n]
+    lines = [line for line in lines if line.strip()]
+    return [line for line in lines if len(Passages([line], lambda _: True).texts) == 1][:n]
 
 
 def request_body(route: str, texts: list[str], beam: int = 1) -> str:
