@@ -1,10 +1,13 @@
 """E-books (.epub) read and written with ebooklib.
 
-Every chapter (an XHTML document of the spine or the manifest) is translated as HTML is, by
-``aiayn.data.markup``: inline markup around the words translated from its own, every element
-and attribute kept; it is read as XML by lxml without entities, DTDs or the network. The
-table of contents (its titles, nested sections included) is translated too: ebooklib writes
-the navigation document and the NCX from it.
+Every XHTML document of the book (its chapters, the navigation document, a cover page) is
+translated as HTML is (its body and its title), by ``aiayn.data.markup``: inline markup around the words translated
+from its own, every element and attribute kept; it is read as XML by lxml without entities,
+DTDs or the network, and written back whole, its head (title, stylesheets) included
+(ebooklib would rebuild a chapter from its template, keeping the body's children alone, and
+the navigation document from the table of contents, its landmarks lost). The table of
+contents (its titles, nested sections included) is translated too: ebooklib writes the NCX
+from it.
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ class EbookDocument:
         from lxml import etree
 
         self._book = epub.read_epub(io.BytesIO(data), {"ignore_ncx": False})
-        self._chapters = []
+        self._chapters = []  # (item, its tree, the tree's body as a Document)
+        self._heads = []  # each chapter's <title>
         for item in self._book.get_items_of_type(ebooklib.ITEM_DOCUMENT):
-            if isinstance(item, epub.EpubNav):
-                continue  # written from the table of contents
             try:
-                tree = etree.fromstring(item.get_content(), _parser()).getroottree()
+                # its bytes as read (``get_content`` would give ebooklib's rebuilt page)
+                tree = etree.fromstring(item.content, _parser()).getroottree()
             except etree.XMLSyntaxError as e:
                 raise DocumentError(
                     f"{name}: {item.file_name}: not well-formed XHTML ({e})"
@@ -43,9 +46,17 @@ class EbookDocument:
             body = next(tree.getroot().iter("{*}body"), None)
             if body is not None:
                 self._chapters.append((item, tree, Document(body)))
+                head = next(tree.getroot().iter("{*}head"), None)
+                title = None if head is None else next(head.iter("{*}title"), None)
+                if title is not None:  # what a reader shows above the chapter
+                    self._heads.append(Document(title))
         self._titles = []  # (entry of the table of contents, its title's tree)
         self._collect(self._book.toc)
-        self.documents = [d for _, _, d in self._chapters] + [d for _, d in self._titles]
+        self.documents = [
+            *(d for _, _, d in self._chapters),
+            *self._heads,
+            *(d for _, d in self._titles),
+        ]
 
     def _collect(self, entries) -> None:
         for entry in entries:
@@ -59,12 +70,35 @@ class EbookDocument:
         from lxml import etree
 
         for item, tree, _ in self._chapters:
-            item.content = etree.tostring(tree, encoding="utf-8", xml_declaration=True)
+            content = etree.tostring(tree, encoding="utf-8", xml_declaration=True)
+            at = self._book.items.index(item)
+            self._book.items[at] = _written(item, content)
         for entry, document in self._titles:
             entry.title = tree_text(document.root)
         out = io.BytesIO()
         epub.write_epub(out, self._book, {})
         return out.getvalue()
+
+
+def _written(item, content: bytes):
+    """An XHTML ``item`` as ebooklib writes ``content``: as it is (a plain item: ebooklib
+    writes an ``EpubHtml``'s body into its template, and an ``EpubNav`` from the table of
+    contents), its manifest entry the same."""
+    from ebooklib import epub
+
+    plain = epub.EpubItem(
+        uid=item.id, file_name=item.file_name, media_type=item.media_type, content=content
+    )
+    properties = list(getattr(item, "properties", None) or [])
+    if isinstance(item, epub.EpubNav) and "nav" not in properties:
+        properties.append("nav")
+    plain.properties = properties
+    for attribute in ("media_overlay", "media_duration"):
+        if getattr(item, attribute, None) is not None:
+            setattr(plain, attribute, getattr(item, attribute))
+    plain.is_linear = item.is_linear
+    plain.book = item.book
+    return plain
 
 
 class Ebook:
