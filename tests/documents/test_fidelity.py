@@ -107,3 +107,82 @@ def test_an_epub_chapter_keeps_its_head_and_the_navigation_its_landmarks(transla
     assert written["style.css"] == b"p { color: red }"
     book = epub.read_epub(str(out))  # opens in ebooklib
     assert [link.title for link in book.toc] == [house]
+
+
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def field(instruction: str, result: str) -> str:
+    """A complex field as Word writes one: begin, instruction, separate, result, end."""
+    return (
+        '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+        f'<w:r><w:instrText xml:space="preserve"> {instruction} </w:instrText></w:r>'
+        '<w:r><w:fldChar w:fldCharType="separate"/></w:r>'
+        f"<w:r><w:t>{result}</w:t></w:r>"
+        '<w:r><w:fldChar w:fldCharType="end"/></w:r>'
+    )
+
+
+def text(words: str) -> str:
+    return f'<w:r><w:t xml:space="preserve">{words}</w:t></w:r>'
+
+
+def docx_with_fields_and_changes() -> bytes:
+    import docx
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    body = document.element.body
+    for inner in (
+        text("Seite ") + field("PAGE", "3") + text(" von ") + field("NUMPAGES", "5"),
+        text("Heute ist ") + field('DATE \\@ "d. MMMM yyyy"', "27. November 2026") + text("."),
+        text("Siehe ") + field('HYPERLINK "https://example.org/"', "die Seite") + text(" hier."),
+        text("Der Hund ")
+        + '<w:del w:id="1" w:author="A"><w:r><w:delText>schläft</w:delText></w:r></w:del>'
+        + '<w:ins w:id="2" w:author="A"><w:r><w:t>spielt</w:t></w:r></w:ins>'
+        + text("."),
+        text("Seite ") + '<w:fldSimple w:instr=" PAGE ">' + text("7") + "</w:fldSimple>"
+        + text(" ist gut."),
+    ):  # fmt: skip
+        body.insert(len(body) - 1, parse_xml(f"<w:p {W}>{inner}</w:p>"))
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_word_fields_and_tracked_changes_keep_their_text(translator, tmp_path):
+    """A field's result (a page number, a date) stays in its field, as it was; a hyperlink
+    field keeps translated words as its text; inserted words stay inside the insertion and
+    deleted ones as they were (before, every run of a paragraph around them was merged into
+    its first run, emptying the fields and the insertion)."""
+    import docx
+    from docx.oxml.ns import qn
+
+    source = tmp_path / "in.docx"
+    source.write_bytes(docx_with_fields_and_changes())
+    out = docx.Document(translator.translate_file(source, tmp_path / "out.docx"))
+
+    def results(p) -> list[str]:
+        """Each complex field's result text, in order."""
+        found, current, state = [], "", None
+        for r in p.iter(qn("w:r")):
+            mark = r.find(qn("w:fldChar"))
+            kind = None if mark is None else mark.get(qn("w:fldCharType"))
+            if kind == "separate":
+                state, current = "result", ""
+            elif kind == "end":
+                found.append(current)
+                state = None
+            elif state == "result":
+                current += "".join(t.text or "" for t in r.iter(qn("w:t")))
+        return found
+
+    pages, date, link, change, simple = (p._p for p in out.paragraphs)
+    assert results(pages) == ["3", "5"]
+    assert results(date) == ["27. November 2026"]
+    (linked,) = results(link)
+    assert linked.strip() and "die Seite" not in linked
+    assert "".join(change.find(qn("w:del")).itertext()) == "schläft"
+    assert "".join(change.find(qn("w:ins")).itertext()).strip()
+    (kept,) = simple.findall(qn("w:fldSimple"))
+    assert [t.text for t in kept.iter(qn("w:t"))] == ["7"]

@@ -69,13 +69,16 @@ def tree_text(root: ElementTree.Element) -> str:
     return "".join(root.itertext())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Point:
-    """A point among a paragraph's runs (a line break, a tab, a field): an empty element
-    ``tag`` of the tree (``br``: a line break; ``img``: anything else that breaks the words
-    around it), kept where the words around it went and never rewritten."""
+    """A point among a paragraph's runs (a line break, a tab, a field): an element ``tag``
+    of the tree (``br``: a line break; ``img``: anything else that breaks the words around
+    it; ``code``: a field showing ``text``, which the model never sees but which stands
+    between the words around it as a word does), kept where the words around it went and
+    never rewritten."""
 
     tag: str
+    text: str = ""
 
 
 class Runs:
@@ -118,6 +121,7 @@ class Runs:
             if isinstance(key, Point):
                 self._slots.append((*slot, plain, before))
                 point = ElementTree.SubElement(self.root, key.tag)
+                point.text = key.text or None
                 slot, plain = (point, "tail"), None
                 continue
             text = "".join(runs[i][0] for i in members)
