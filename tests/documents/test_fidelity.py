@@ -186,3 +186,28 @@ def test_word_fields_and_tracked_changes_keep_their_text(translator, tmp_path):
     assert "".join(change.find(qn("w:ins")).itertext()).strip()
     (kept,) = simple.findall(qn("w:fldSimple"))
     assert [t.text for t in kept.iter(qn("w:t"))] == ["7"]
+
+
+def test_a_paragraph_without_a_full_stop_is_cut_reading_each_word_a_few_times():
+    """A paragraph of 2 million characters and no sentence end is cut into pieces that fit
+    the model reading each word a bounded number of times (before, each piece read the
+    whole rest of the paragraph again, about log2 of it times: minutes of tokenizing)."""
+    from aiayn.data.markup import Document
+    from aiayn.documents import sentences
+    from aiayn.documents.base import leaf
+
+    class Opened:
+        documents = [Document(leaf("Wort " * 400_000))]
+
+    size = len("Wort " * 400_000)
+    read = 0
+
+    def fits(text: str) -> bool:
+        nonlocal read
+        read += len(text)
+        assert read < 20 * size, "the paragraph is read again and again"
+        return len(text.split()) <= 100
+
+    cut = sentences(Opened(), fits)
+    assert len(cut.texts) == 4000
+    assert all(len(t.split()) == 100 for t in cut.texts)

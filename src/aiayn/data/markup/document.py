@@ -102,22 +102,40 @@ class Sentences:
 def pieces(words: list[str], fits: Callable[[str], bool]) -> list[tuple[int, int]]:
     """``words`` cut into sentences (word ranges) as a sentence-level model reads them: a cut
     after a word that ends a sentence ("Debian." or "Wirklich?", not "z." or "Nr."); a
-    sentence whose text does not ``fit`` the model, cut again at the last word that fits."""
+    sentence whose text does not ``fit`` the model, cut again at the last word that fits.
+
+    Once a sentence does not fit, each piece is found by doubling its length until it does
+    not fit, then halving the difference: the texts ``fits`` reads are at most twice the
+    piece, not the rest of the sentence (a paragraph of a million characters without a full
+    stop would otherwise be read again for every piece)."""
     ends = [i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w)] + [len(words)]
     out: list[tuple[int, int]] = []
     start = 0
     for end in ends:
+        if fits(" ".join(words[start:end])):
+            out.append((start, end))
+            start = end
+            continue
         while start < end:  # the longest run from start that fits (at least one word)
-            cut, lo, hi = start + 1, start + 2, end
-            if fits(" ".join(words[start:end])):
-                cut = end
-            else:
-                while lo <= hi:
-                    mid = (lo + hi) // 2
-                    if fits(" ".join(words[start:mid])):
-                        cut, lo = mid, mid + 1
-                    else:
-                        hi = mid - 1
+            cut, size = start + 1, 2
+            bad = end + 1  # the shortest run known not to fit, as its end
+            while start + size <= end:
+                if not fits(" ".join(words[start : start + size])):
+                    bad = start + size
+                    break
+                cut, size = start + size, size * 2
+            if bad > end and cut < end:  # the rest may fit
+                if fits(" ".join(words[start:end])):
+                    cut = end
+                else:
+                    bad = end
+            lo, hi = cut + 1, bad - 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                if fits(" ".join(words[start:mid])):
+                    cut, lo = mid, mid + 1
+                else:
+                    hi = mid - 1
             out.append((start, cut))
             start = cut
     return out
