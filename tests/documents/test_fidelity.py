@@ -211,3 +211,26 @@ def test_a_paragraph_without_a_full_stop_is_cut_reading_each_word_a_few_times():
     cut = sentences(Opened(), fits)
     assert len(cut.texts) == 4000
     assert all(len(t.split()) == 100 for t in cut.texts)
+
+
+def test_a_catalogue_message_keeps_its_line_breaks_and_markup(translator, tmp_path):
+    """A message's inner line break stays a line break, its tags stay whole around the
+    words translated from theirs (before, the break became a space and the tags went to the
+    model as words, which came back mangled)."""
+    import re
+
+    polib = pytest.importorskip("polib")
+    source = tmp_path / "in.po"
+    source.write_text(
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        'msgid "<b>Der Hund</b> schläft.\\nDie Katze spielt."\nmsgstr ""\n\n'
+        'msgid "Das ist ein <a href=\\"https://example.org/\\">gutes Buch</a>."\nmsgstr ""\n',
+        encoding="utf-8",
+    )
+    out = polib.pofile(str(translator.translate_file(source, tmp_path / "out.po")))
+    first, second = (entry.msgstr for entry in out if entry.msgid)
+    assert first.count("\n") == 1
+    assert re.fullmatch(r"<b>[^<>\s][^<>]*[^<>\s]</b>[^<>\n]*\n[^<>\n]+", first), first
+    sentences = translator.translate(["Der Hund schläft.", "Die Katze spielt."])
+    assert re.sub("<[^>]+>", "", first).split() == " ".join(t.text for t in sentences).split()
+    assert re.fullmatch(r'[^<>]*<a href="https://example.org/">[^<>]+</a>[^<>]*', second), second
