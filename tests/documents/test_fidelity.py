@@ -234,3 +234,34 @@ def test_a_catalogue_message_keeps_its_line_breaks_and_markup(translator, tmp_pa
     sentences = translator.translate(["Der Hund schläft.", "Die Katze spielt."])
     assert re.sub("<[^>]+>", "", first).split() == " ".join(t.text for t in sentences).split()
     assert re.fullmatch(r'[^<>]*<a href="https://example.org/">[^<>]+</a>[^<>]*', second), second
+
+
+@pytest.mark.parametrize("tagged", [False, True])
+def test_a_subtitle_keeps_its_lines_dialogue_dashes_and_position(translator, tmp_path, tagged):
+    """Two speakers' lines stay two lines, each with its dash; a subtitle's two lines stay
+    two; a positioning tag stays at the start (before, the lines were joined into one, the
+    dashes and the tag went to the model, which dropped them)."""
+    srt = pytest.importorskip("srt")
+    dog = "<i>Der Hund</i> schläft." if tagged else "Der Hund schläft."
+    source = tmp_path / "in.srt"
+    source.write_text(
+        f"1\n00:00:01,000 --> 00:00:02,000\n- Guten Tag.\n- {dog}\n\n"
+        "2\n00:00:03,000 --> 00:00:04,500\n{\\an8}Die Katze spielt.\n\n"
+        "3\n00:00:05,000 --> 00:00:06,000\nIch habe keine Zeit\nund kein Geld.\n",
+        encoding="utf-8",
+    )
+    out = translator.translate_file(source, tmp_path / "out.srt")
+    dialogue, top, two = srt.parse(out.read_text(encoding="utf-8"))
+    first, second = dialogue.content.split("\n")
+    good_day, dog_sleeps, cat = (
+        t.text
+        for t in translator.translate(["Guten Tag.", "Der Hund schläft.", "Die Katze spielt."])
+    )
+    assert first == f"- {good_day}"
+    assert (
+        second.startswith("- ")
+        and " ".join(second.replace("<i>", "").replace("</i>", "").split()) == f"- {dog_sleeps}"
+    )
+    assert top.content == "{\\an8}" + cat
+    assert len(two.content.split("\n")) == 2
+    assert (dialogue.index, dialogue.start.total_seconds(), top.end.total_seconds()) == (1, 1, 4.5)
