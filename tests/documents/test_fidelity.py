@@ -265,3 +265,35 @@ def test_a_subtitle_keeps_its_lines_dialogue_dashes_and_position(translator, tmp
     assert top.content == "{\\an8}" + cat
     assert len(two.content.split("\n")) == 2
     assert (dialogue.index, dialogue.start.total_seconds(), top.end.total_seconds()) == (1, 1, 4.5)
+
+
+def test_note_marks_stay_and_points_keep_the_spacing_they_had(translator, tmp_path):
+    """A note's mark (``<a>1</a>``, ``<sup>2</sup>``) is kept whole, against the word it was
+    written against; a picture keeps its space on the side it had it; a Word tab gets no
+    space before it (before, the model dropped the marks, and a space went before every
+    point whatever the source had)."""
+    import re
+
+    import docx
+
+    page = tmp_path / "in.html"
+    page.write_text(
+        '<p>Ich habe keine Zeit.<a href="#n1">1</a> Der Hund schläft<sup>2</sup> und die '
+        'Katze spielt.</p><p><img src="x.png"> Guten Tag.</p>',
+        encoding="utf-8",
+    )
+    out = translator.translate_file(page, tmp_path / "out.html").read_text(encoding="utf-8")
+    assert re.search(r'\S<a href="#n1">1</a> \S', out), out
+    assert re.search(r"\S<sup>2</sup> \S", out), out
+    assert re.search(r'<p><img src="x.png"> \S', out), out
+
+    document = docx.Document()
+    document.add_paragraph("Der Hund schläft.\tDie Katze spielt.")
+    source = tmp_path / "in.docx"
+    document.save(source)
+    (paragraph,) = docx.Document(
+        translator.translate_file(source, tmp_path / "out.docx")
+    ).paragraphs
+    before_tab, after_tab = paragraph.text.split("\t")
+    assert before_tab == before_tab.strip() and after_tab == after_tab.strip()
+    assert before_tab and after_tab

@@ -113,22 +113,52 @@ def _fill(segment: Segment, words: list[str]) -> None:
     walk(segment.nodes, 0, len(words))
     # One space between words (and around untranslated content), placed after the end tags
     # that follow a word and before the start tags and points that precede the next one.
+    # A point written against a word in the source (a note's mark "Zeit.<sup>1</sup>", a
+    # tab "a<tab>b") stays against the word written there: no space on that side.
+    glued = {id(node): _glued(segment.raw, node) for node in _points(segment.nodes)}
     spaced: list[tuple[str, object]] = []
     wordlike_seen = broken = False  # broken: a line break (<br>, <img>) since the last word
+    last: tuple[str, object] | None = None  # the last word or point with text
     for kind, item in events:
         wordlike = kind == "word" or (kind == "point" and has_text(item.element))
         if wordlike and wordlike_seen and not broken:
             at = len(spaced)
             while at and spaced[at - 1][0] in ("open", "point") and not _wordlike(spaced[at - 1]):
                 at -= 1
-            spaced.insert(at, ("space", None))
+            between = [i for i in range(at, len(spaced)) if spaced[i][0] == "point"]
+            sides = [glued[id(spaced[i][1])] for i in between]
+            if (
+                kind == "point"
+                and glued[id(item)][0]
+                or last[0] == "point"
+                and glued[id(last[1])][1]
+            ):
+                at = None  # a point against the word before, or a word against the point
+            elif any(before and after for before, after in sides):
+                at = None  # a tab between two words: it is their space
+            else:  # after the points against the word before
+                at = next(
+                    (
+                        i + 1
+                        for i, (before, _) in zip(between[::-1], sides[::-1], strict=True)
+                        if before
+                    ),
+                    at,
+                )
+            if at is not None:
+                spaced.insert(at, ("space", None))
         if wordlike:
             wordlike_seen, broken = True, False
+            last = (kind, item)
         elif kind in ("point", "close") and unspaced(item.element):  # type: ignore[union-attr]
             broken = True  # after <br>, or after one variant of the text, before another
         spaced.append((kind, item))
+    _space_edges(spaced, glued)
 
     raw, spans = segment.raw, segment.spans
+    # the white space before the first word or point, and after the last
+    lead = min([spans[0][0]] + [n.start for n in segment.nodes])
+    trail = max([spans[-1][1]] + [n.end for n in segment.nodes])
     element, attr = segment.slot
     parts: dict[tuple[int, str], list[str]] = {}
     order: list[tuple[ElementTree.Element, str]] = []
@@ -141,7 +171,7 @@ def _fill(segment: Segment, words: list[str]) -> None:
         return parts[key]
 
     current = slot(element, attr)
-    current.append(raw[: spans[0][0]].replace(BREAK, ""))  # the leading white space
+    current.append(raw[:lead].replace(BREAK, ""))  # the leading white space
     for kind, item in spaced:
         if kind == "word":
             current.append(words[item])  # type: ignore[index]
@@ -151,10 +181,45 @@ def _fill(segment: Segment, words: list[str]) -> None:
             current = slot(item.element, "text")  # type: ignore[union-attr]
         else:  # close, point
             current = slot(item.element, "tail")  # type: ignore[union-attr]
-    current.append(raw[spans[-1][1] :].replace(BREAK, ""))  # and the trailing
+    current.append(raw[trail:].replace(BREAK, ""))  # and the trailing
     _clear(segment.nodes)
     for target, name in order:
         setattr(target, name, "".join(parts[(id(target), name)]) or None)
+
+
+def _space_edges(spaced: list, glued: dict) -> None:
+    """A space between the first word and a point before it (``<img> Text``), and between
+    the last word and a point after it, where the source had white space there."""
+    words = [i for i, event in enumerate(spaced) if event[0] == "word" or _wordlike(event)]
+    if not words:
+        return
+    after = [i for i in range(words[-1] + 1, len(spaced)) if spaced[i][0] == "point"]
+    if after:
+        node = spaced[after[0]][1]
+        if not unspaced(node.element) and not glued[id(node)][0]:
+            spaced.insert(after[0], ("space", None))
+    before = [i for i in range(words[0]) if spaced[i][0] == "point"]
+    if before:
+        node = spaced[before[-1]][1]
+        if not unspaced(node.element) and not glued[id(node)][1]:
+            spaced.insert(before[-1] + 1, ("space", None))
+
+
+def _points(nodes: list[Node]):
+    for node in nodes:
+        if node.point:
+            yield node
+        else:
+            yield from _points(node.children)
+
+
+def _glued(raw: str, node: Node) -> tuple[bool, bool]:
+    """Whether the source wrote the point ``node`` against a word before it, and after it
+    (no white space between them)."""
+    before = raw[node.start - 1] if node.start > 0 else " "
+    rest = raw[node.start :].lstrip(BREAK)
+    after = rest[0] if rest else " "
+    return (not before.isspace() and before != BREAK, not after.isspace())
 
 
 def _wordlike(event: tuple[str, object]) -> bool:

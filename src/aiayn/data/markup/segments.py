@@ -57,7 +57,12 @@ class _Builder:
     def node(self, element, into: list[Node]) -> None:
         node = Node(element, self.length)
         into.append(node)
-        if name(element) is None or name(element) in VOID or untranslated(element):
+        if (
+            name(element) is None
+            or name(element) in VOID
+            or untranslated(element)
+            or _letterless(element)
+        ):
             node.end, node.point = self.length, True
             if breaks(element):
                 self.text(BREAK)  # "Zeile<br>Zeile": two words
@@ -79,6 +84,13 @@ class _Builder:
         if words:
             text = " ".join(raw[a:b] for a, b in words)
             segments.append(Segment(text, raw, words, self.slot, self.nodes))
+
+
+def _letterless(element) -> bool:
+    """Whether an inline element holds text but no letter (a note's mark ``<a>1</a>``,
+    ``<sup>2</sup>``): kept whole as a point, as a model would drop or change it."""
+    text = "".join(element.itertext())
+    return bool(text.strip()) and not any(c.isalpha() for c in text)
 
 
 def collect(container, segments: list[Segment], memo: dict | None = None) -> None:
