@@ -297,3 +297,29 @@ def test_note_marks_stay_and_points_keep_the_spacing_they_had(translator, tmp_pa
     before_tab, after_tab = paragraph.text.split("\t")
     assert before_tab == before_tab.strip() and after_tab == after_tab.strip()
     assert before_tab and after_tab
+
+
+def test_a_slide_chart_title_is_translated(translator, tmp_path):
+    """A chart's title is text a reader sees on the slide (before, charts were skipped:
+    their text lives in a part of their own)."""
+    pptx = pytest.importorskip("pptx")
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[6])
+    data = CategoryChartData()
+    data.categories = ["Osten", "Westen"]
+    data.add_series("Verkauf", (1.0, 2.0))
+    chart = slide.shapes.add_chart(
+        XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(4), Inches(3), data
+    ).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Der Hund schläft."
+    source = tmp_path / "in.pptx"
+    presentation.save(source)
+    out = pptx.Presentation(translator.translate_file(source, tmp_path / "out.pptx"))
+    (frame,) = [s for s in out.slides[0].shapes if s.has_chart]
+    (title,) = translator.translate(["Der Hund schläft."])
+    assert frame.chart.chart_title.text_frame.text == title.text

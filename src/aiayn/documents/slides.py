@@ -1,7 +1,7 @@
 """PowerPoint presentations (.pptx) read and written with python-pptx.
 
 Every slide's text a reader sees: text boxes and placeholders, shapes inside groups, table
-cells, and the slide's notes. Each paragraph is one text; its runs (bold, italic, a
+cells, a chart's titles, and the slide's notes. Each paragraph is one text; its runs (bold, italic, a
 hyperlink, a colour) are inline elements for ``aiayn.data.markup``, each coming back around
 the words translated from its own (``Runs``). A line break and a field (a slide number, a
 date: left as it is, its text not translated) are points between words, kept where the
@@ -27,8 +27,13 @@ class SlidesDocument:
 
         self._presentation = pptx.Presentation(io.BytesIO(data))
         self._paragraphs: list[tuple[Runs, list]] = []
+        from pptx.opc.constants import RELATIONSHIP_TYPE
+
         for slide in self._presentation.slides:
             self._read(slide.part._element)  # every a:p of the slide: shapes, groups, tables
+            for rel in slide.part.rels.values():  # a chart's titles (its own part)
+                if rel.reltype == RELATIONSHIP_TYPE.CHART and not rel.is_external:
+                    self._read(rel.target_part._element)
             if slide.has_notes_slide:
                 self._read(slide.notes_slide.part._element)
         self.documents = [Document(runs.root) for runs, _ in self._paragraphs]
