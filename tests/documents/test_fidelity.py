@@ -323,3 +323,19 @@ def test_a_slide_chart_title_is_translated(translator, tmp_path):
     (frame,) = [s for s in out.slides[0].shapes if s.has_chart]
     (title,) = translator.translate(["Der Hund schläft."])
     assert frame.chart.chart_title.text_frame.text == title.text
+
+
+def test_a_page_declaring_another_charset_is_labelled_utf8_as_written(translator, tmp_path):
+    """The translation is written in UTF-8 (the model writes "’"): a page whose ``<meta>``
+    said ISO-8859-1 says UTF-8 after (before, a browser read the UTF-8 bytes as Latin-1)."""
+    page = tmp_path / "in.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="iso-8859-1"><meta http-equiv="Content-Type"'
+        ' content="text/html; charset=iso-8859-1"><title>Das Haus</title></head><body>'
+        "<p>Das ist ein gutes Buch.</p></body></html>",
+        encoding="ascii",
+    )
+    out = translator.translate_file(page, tmp_path / "out.html").read_bytes().decode("utf-8")
+    assert '<meta charset="utf-8">' in out
+    assert 'content="text/html; charset=utf-8"' in out
+    assert "iso-8859-1" not in out

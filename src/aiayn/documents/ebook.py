@@ -17,6 +17,7 @@ import re
 
 from aiayn.data.markup import Document
 from aiayn.documents.base import DocumentError, Limits, leaf, tree_text
+from aiayn.documents.html import declare_utf8
 from aiayn.documents.safety import open_archive, require_mimetype
 
 
@@ -70,6 +71,7 @@ class EbookDocument:
         from lxml import etree
 
         for item, tree, _ in self._chapters:
+            declare_utf8(tree.getroot())
             content = etree.tostring(tree, encoding="utf-8", xml_declaration=True)
             at = self._book.items.index(item)
             self._book.items[at] = _written(item, content)

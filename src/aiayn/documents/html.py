@@ -1,6 +1,7 @@
 """HTML pages (.html, .htm, UTF-8) read and written by ``aiayn.data.markup`` (html5lib, the
-HTML standard's parser): every element and attribute kept, inline markup around the words
-aligned to those it held; markup the parser would have to repair is refused."""
+HTML standard's parser): every element and attribute kept (a ``<meta>`` charset made to say
+UTF-8, as the page is written), inline markup around the words aligned to those it held;
+markup the parser would have to repair is refused."""
 
 from __future__ import annotations
 
@@ -39,6 +40,23 @@ def check_depth(html: str, name: str) -> None:
             )
 
 
+_CHARSET = re.compile(r"charset\s*=\s*[^;\s]*", re.IGNORECASE)
+
+
+def declare_utf8(root) -> None:
+    """Make the page's ``<meta>`` say UTF-8, the encoding it is written in (a page that
+    declared ISO-8859-1 would show the translation's "’" as "â€™")."""
+    for element in root.iter():
+        tag = element.tag
+        if not isinstance(tag, str) or tag.rsplit("}", 1)[-1].lower() != "meta":
+            continue
+        if element.get("charset") is not None:
+            element.set("charset", "utf-8")
+        content = element.get("content")
+        if (element.get("http-equiv") or "").lower() == "content-type" and content:
+            element.set("content", _CHARSET.sub("charset=utf-8", content))
+
+
 class HtmlDocument:
     def __init__(self, html: str, name: str) -> None:
         check_depth(html, name)
@@ -49,6 +67,7 @@ class HtmlDocument:
         self.documents = [self._document]
 
     def save(self) -> bytes:
+        declare_utf8(self._document.root)
         return serialize(self._document.root).encode("utf-8")
 
 
