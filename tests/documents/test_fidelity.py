@@ -339,3 +339,30 @@ def test_a_page_declaring_another_charset_is_labelled_utf8_as_written(translator
     assert '<meta charset="utf-8">' in out
     assert 'content="text/html; charset=utf-8"' in out
     assert "iso-8859-1" not in out
+
+
+def test_a_slide_number_field_stays_a_word_of_its_own(translator, tmp_path):
+    """A slide's field (its number) is kept, with a space on each side as in the source
+    (before, the space went before it and the number ran into the next word: "3from")."""
+    pptx = pytest.importorskip("pptx")
+    from lxml import etree
+
+    drawing = "http://schemas.openxmlformats.org/drawingml/2006/main"
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[6])
+    box = slide.shapes.add_textbox(0, 0, 100, 100)
+    paragraph = box.text_frame.paragraphs[0]._p
+    paragraph.getparent().replace(
+        paragraph,
+        etree.fromstring(
+            f'<a:p xmlns:a="{drawing}"><a:r><a:t>Folie </a:t></a:r>'
+            '<a:fld id="{B6F15528-21DE-4FAA-801E-634DDDAF4B2B}" type="slidenum"><a:t>3</a:t>'
+            "</a:fld><a:r><a:t> von zehn Folien.</a:t></a:r></a:p>"
+        ),
+    )
+    source = tmp_path / "in.pptx"
+    presentation.save(source)
+    out = pptx.Presentation(translator.translate_file(source, tmp_path / "out.pptx"))
+    (shape,) = out.slides[0].shapes
+    shown = "".join(t.text or "" for t in shape.text_frame.paragraphs[0]._p.iter(f"{{{drawing}}}t"))
+    assert " 3 " in shown, shown

@@ -73,9 +73,8 @@ def tree_text(root: ElementTree.Element) -> str:
 class Point:
     """A point among a paragraph's runs (a line break, a tab, a field): an element ``tag``
     of the tree (``br``: a line break; ``img``: anything else that breaks the words around
-    it; ``code``: a field showing ``text``, which the model never sees but which stands
-    between the words around it as a word does), kept where the words around it went and
-    never rewritten."""
+    it), kept where the words around it went and never rewritten; ``text``: what it shows
+    (a field's number), which the model never sees but which is spaced as a word is."""
 
     tag: str
     text: str = ""

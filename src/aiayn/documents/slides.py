@@ -17,7 +17,8 @@ from aiayn.documents.base import DocumentError, Limits, Point, Runs
 from aiayn.documents.safety import open_archive, require
 
 _DRAWING = "http://schemas.openxmlformats.org/drawingml/2006/main"
-_POINTS = {f"{{{_DRAWING}}}br": "br", f"{{{_DRAWING}}}fld": "img"}  # kept, never rewritten
+_BR = f"{{{_DRAWING}}}br"
+_POINTS = {_BR: "br", f"{{{_DRAWING}}}fld": "img"}  # kept, never rewritten
 _SKIPPED_KEY = {"lang", "altLang", "dirty", "err", "noProof", "smtClean"}  # look the same
 
 
@@ -51,7 +52,9 @@ class SlidesDocument:
                     texts.append((run.text, _key(child)))
                 else:  # a line break, a field: a point between the runs around it
                     runs.append(None)
-                    texts.append(Point(_POINTS[child.tag]))
+                    shown = "".join(child.itertext()).strip() if child.tag != _BR else ""
+                    # a field shows text (a slide number): spaced as a word is
+                    texts.append(Point("img", shown) if shown else Point(_POINTS[child.tag]))
             if any(not isinstance(t, Point) and t[0].strip() for t in texts):
                 self._paragraphs.append((Runs(texts), runs))
 

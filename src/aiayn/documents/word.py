@@ -66,7 +66,7 @@ class WordDocument:
                 if kind == "result":  # one point for the whole result, shown as a word is
                     if id(field) not in shown:
                         shown.add(id(field))
-                        texts.append(Point("code", "field"))
+                        texts.append(Point("img", "field"))
                         runs.append(None)
                     continue
                 if not all(_local(child.tag) in _TEXT_ONLY for child in whole) or _removed(whole):
