@@ -366,3 +366,30 @@ def test_a_slide_number_field_stays_a_word_of_its_own(translator, tmp_path):
     (shape,) = out.slides[0].shapes
     shown = "".join(t.text or "" for t in shape.text_frame.paragraphs[0]._p.iter(f"{{{drawing}}}t"))
     assert " 3 " in shown, shown
+
+
+def test_an_epub_is_written_with_the_members_it_had(translator, tmp_path):
+    """The package's folder and every member's name come back as they were, an item the
+    package names "../style.css" too (before, ebooklib moved the package to EPUB/ and wrote
+    that item as "EPUB/../style.css", a name that climbs out of its folder, which this
+    reader, as others, refuses)."""
+    data = epub_as_written_by_an_editor()
+    moved = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(moved, "w") as target:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename == "OEBPS/style.css":
+                info.filename = "style.css"
+            if info.filename == "OEBPS/content.opf":
+                content = content.replace(b'href="style.css"', b'href="../style.css"')
+            target.writestr(info, content)
+    source = tmp_path / "in.epub"
+    source.write_bytes(moved.getvalue())
+    out = translator.translate_file(source, tmp_path / "out.epub")
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        assert archive.read("style.css") == b"p { color: red }"
+    assert names[0] == "mimetype"
+    with zipfile.ZipFile(source) as archive:
+        assert sorted(names) == sorted(archive.namelist())
+    translator.translate_file(out, tmp_path / "again.epub")  # read again: no name refused

@@ -28,12 +28,14 @@ def _parser():
 
 
 class EbookDocument:
-    def __init__(self, data: bytes, name: str) -> None:
+    def __init__(self, data: bytes, name: str, folder: str = "") -> None:
         import ebooklib
         from ebooklib import epub
         from lxml import etree
 
         self._book = epub.read_epub(io.BytesIO(data), {"ignore_ncx": False})
+        self._book.FOLDER_NAME = folder or "EPUB"  # the package's folder, as it was
+        self._name = name
         self._chapters = []  # (item, its tree, the tree's body as a Document)
         self._heads = []  # each chapter's <title>
         for item in self._book.get_items_of_type(ebooklib.ITEM_DOCUMENT):
@@ -79,7 +81,26 @@ class EbookDocument:
             entry.title = tree_text(document.root)
         out = io.BytesIO()
         epub.write_epub(out, self._book, {})
-        return out.getvalue()
+        return _normalized(out.getvalue(), self._name)
+
+
+def _normalized(data: bytes, name: str) -> bytes:
+    """The archive ebooklib wrote, each member's name normalized: an item the package names
+    as "../css/style.css" is written as "OEBPS/../css/style.css", a name that climbs out of
+    a folder (and that this reader, as others, refuses): "css/style.css", where it was."""
+    import posixpath
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            member = posixpath.normpath(info.filename)
+            if member.startswith(("../", "/")) or member == "..":
+                raise DocumentError(f"{name}: an item lies outside the book: {info.filename}")
+            content = source.read(info)
+            info.filename = member
+            target.writestr(info, content)
+    return out.getvalue()
 
 
 def _written(item, content: bytes):
@@ -115,4 +136,21 @@ class Ebook:
             raise DocumentError(
                 f"{name}: encrypted (its chapters are, by DRM): an e-book without DRM only"
             )
-        return EbookDocument(data, name)
+        return EbookDocument(data, name, _package_folder(members))
+
+
+def _package_folder(members: dict[str, bytes]) -> str:
+    """The folder of the package document (``OEBPS`` for ``OEBPS/content.opf``), as the
+    container names it ("": none, or at the top)."""
+    import posixpath
+
+    from lxml import etree
+
+    container = members.get("META-INF/container.xml")
+    if container is None:
+        return ""
+    root = etree.fromstring(container, _parser())
+    rootfile = next(root.iter("{*}rootfile"), None)
+    path = (rootfile.get("full-path") or "") if rootfile is not None else ""
+    folder = posixpath.dirname(posixpath.normpath(path)) if path else ""
+    return "" if folder in (".", "..") or folder.startswith("../") else folder
