@@ -403,3 +403,12 @@ def test_only_a_short_inline_text_without_letters_is_a_note_mark():
 
     (segment,) = parse("<p>Siehe<sup>12</sup> und <b>" + "1" * 40 + "</b> hier.</p>").segments
     assert [n.element.tag for n in segment.nodes if n.point] == ["sup"]
+
+
+def test_html_too_crowded_to_write_back_is_refused_through_the_api(translator):
+    """The HTML route refuses a paragraph whose elements times words pass the bound, naming
+    it, before any memory is taken for it (2000 lines broken by <br> took 1.3 GB)."""
+    from aiayn.data.markup import MarkupError
+
+    with pytest.raises(MarkupError, match="html: a paragraph of 2000 words holds 2000 inline"):
+        translator.translate_html(["<p>" + "Haus<br>" * 2000 + "</p>"])

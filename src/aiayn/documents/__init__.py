@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 from aiayn.data.markup import Sentences
+from aiayn.data.markup.document import crowded
 from aiayn.documents.base import DocumentError, Format, Limits, Opened
 from aiayn.documents.ebook import Ebook
 from aiayn.documents.gettext import Gettext
@@ -70,6 +71,9 @@ def read(data: bytes, name: str, limits: Limits | None = None) -> Opened:
         raise DocumentError(f"{name}: a damaged {fmt.extensions[0]} ({_described(e)})") from None
     for document in opened.documents:  # a number, a date, a page number: kept as written
         document.segments = [s for s in document.segments if _has_letters(s.text)]
+        why = crowded(document)
+        if why:
+            raise DocumentError(f"{name}: {why}")
     chars = sum(len(s.text) for d in opened.documents for s in d.segments)
     if chars > limits.max_chars:
         raise DocumentError(f"{name}: {chars} characters of text; at most {limits.max_chars}")

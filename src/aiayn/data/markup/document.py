@@ -51,6 +51,30 @@ class Document:
         return self._serialize(self.write(translations))
 
 
+# Writing a segment back costs time and memory in proportion to its inline elements times its
+# words (each element's words are found among all the target words): bounded per segment.
+MAX_PLACEMENT = 1_000_000
+
+
+def crowded(document: Document) -> str | None:
+    """Why ``document`` cannot be written back at a bounded cost (None: it can): a segment
+    whose inline elements times words pass ``MAX_PLACEMENT`` (a paragraph of 150,000 words
+    and line breaks would take hundreds of gigabytes)."""
+    for segment in document.segments:
+        elements = _count(segment.nodes)
+        if elements * len(segment.spans) > MAX_PLACEMENT:
+            return (
+                f"a paragraph of {len(segment.spans)} words holds {elements} inline elements "
+                f"(tags, line breaks, pictures): at most {MAX_PLACEMENT:,} words times "
+                "elements in one paragraph; split it into paragraphs"
+            )
+    return None
+
+
+def _count(nodes) -> int:
+    return sum(1 + _count(node.children) for node in nodes)
+
+
 class Sentences:
     """The sentences of ``documents`` as one list to translate (``texts``), and ``write`` or
     ``render`` to put their translations back: each segment cut by ``pieces``, the pieces'

@@ -217,8 +217,10 @@ def _glued(raw: str, node: Node) -> tuple[bool, bool]:
     """Whether the source wrote the point ``node`` against a word before it, and after it
     (no white space between them)."""
     before = raw[node.start - 1] if node.start > 0 else " "
-    rest = raw[node.start :].lstrip(BREAK)
-    after = rest[0] if rest else " "
+    at = node.start
+    while at < len(raw) and raw[at] == BREAK:  # (not a slice of the rest: one per point)
+        at += 1
+    after = raw[at] if at < len(raw) else " "
     return (not before.isspace() and before != BREAK, not after.isspace())
 
 
