@@ -412,3 +412,27 @@ def test_html_too_crowded_to_write_back_is_refused_through_the_api(translator):
 
     with pytest.raises(MarkupError, match="html: a paragraph of 2000 words holds 2000 inline"):
         translator.translate_html(["<p>" + "Haus<br>" * 2000 + "</p>"])
+
+
+def test_a_page_and_a_book_declare_the_language_they_are_written_in(translator, tmp_path):
+    """An HTML page's and an e-book's declared language (``lang``, ``xml:lang``, the
+    package's ``dc:language``) becomes the translation's (before, a German page translated
+    into English still said it was German: a screen reader read it with a German voice)."""
+    from lxml import etree
+
+    page = tmp_path / "in.html"
+    page.write_text(
+        '<!DOCTYPE html><html lang="de"><body><p>Das Haus.</p><p lang="fr">Bonjour.</p>'
+        "</body></html>",
+        encoding="utf-8",
+    )
+    out = translator.translate_file(page, tmp_path / "out.html").read_text(encoding="utf-8")
+    assert '<html lang="en">' in out and 'lang="fr"' in out
+
+    book = tmp_path / "in.epub"
+    book.write_bytes(epub_as_written_by_an_editor())
+    written = members(translator.translate_file(book, tmp_path / "out.epub").read_bytes())
+    assert etree.fromstring(written["c1.xhtml"]).get("lang") == "en"
+    package = etree.fromstring(written["content.opf"])
+    (language,) = package.iter("{http://purl.org/dc/elements/1.1/}language")
+    assert language.text == "en"

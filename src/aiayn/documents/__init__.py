@@ -113,12 +113,18 @@ def save(
     sentences: Sentences,
     translations: Sequence[tuple[str, Sequence[tuple[int, int]]]],
     name: str,
+    language: str | None = None,
 ) -> bytes:
     """The translated file's bytes: each of ``sentences.texts``' (translation, alignment
-    pairs) written into ``opened``'s trees, then ``opened.save``. A failure to write it back
-    is a ``DocumentError`` naming the file."""
+    pairs) written into ``opened``'s trees, then ``opened.save``; ``language``: the code of
+    the translation's language, which a format that declares its document's language (an
+    HTML page's ``lang``, an e-book's) then declares. A failure to write it back is a
+    ``DocumentError`` naming the file."""
     try:
         sentences.write(translations)
+        mark = getattr(opened, "mark_language", None)
+        if language and mark is not None:
+            mark(language)
         return opened.save()
     except DocumentError:
         raise

@@ -41,7 +41,8 @@ class Limits:
 class Opened(Protocol):
     """A document read by its format: ``documents``, the trees whose segments are
     translated (``aiayn.data.markup.Document``); once their translations are written into
-    them, ``save`` gives the file's bytes."""
+    them, ``save`` gives the file's bytes. A format whose documents declare their language
+    also has ``mark_language(code)``, called before ``save``."""
 
     documents: list[Document]
 

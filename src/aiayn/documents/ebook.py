@@ -17,7 +17,7 @@ import re
 
 from aiayn.data.markup import Document
 from aiayn.documents.base import DocumentError, Limits, leaf, tree_text
-from aiayn.documents.html import declare_utf8
+from aiayn.documents.html import declare_utf8, mark_language
 from aiayn.documents.safety import open_archive, require_mimetype
 
 
@@ -67,6 +67,17 @@ class EbookDocument:
                 self._collect(entry)
             elif getattr(entry, "title", None):
                 self._titles.append((entry, Document(leaf(entry.title))))
+
+    def mark_language(self, code: str) -> None:
+        """Declare ``code`` the book's language: its package's and every XHTML document's."""
+        from ebooklib.epub import NAMESPACES
+
+        self._book.language = code
+        described = self._book.metadata.setdefault(NAMESPACES["DC"], {})
+        first = (described.get("language") or [(code, {})])[0]
+        described["language"] = [(code, first[1])]  # the one it declared, its id kept
+        for _, tree, _ in self._chapters:
+            mark_language(tree.getroot(), code)
 
     def save(self) -> bytes:
         from ebooklib import epub

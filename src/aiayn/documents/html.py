@@ -57,6 +57,29 @@ def declare_utf8(root) -> None:
             element.set("content", _CHARSET.sub("charset=utf-8", content))
 
 
+def mark_language(root, code: str) -> None:
+    """Declare ``code`` the page's language: the ``<html>`` element's ``lang`` (and
+    ``xml:lang``), and every ``lang`` that named the language it declared before."""
+    xml_lang = "{http://www.w3.org/XML/1998/namespace}lang"
+    attributes = ("lang", "xml:lang", xml_lang)
+    page = next((e for e in root.iter() if _local(e) == "html"), None)
+    if page is None:
+        return
+    before = next((page.get(a) for a in attributes if page.get(a)), None)
+    for element in root.iter():
+        for attribute in attributes:
+            value = element.get(attribute)
+            if value is not None and (element is page or value == before):
+                element.set(attribute, code)
+    if not any(page.get(a) is not None for a in attributes):
+        page.set("lang", code)
+
+
+def _local(element) -> str:
+    tag = element.tag
+    return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
+
+
 class HtmlDocument:
     def __init__(self, html: str, name: str) -> None:
         check_depth(html, name)
@@ -65,6 +88,9 @@ class HtmlDocument:
         except MarkupError as e:
             raise DocumentError(str(e)) from None
         self.documents = [self._document]
+
+    def mark_language(self, code: str) -> None:
+        mark_language(self._document.root, code)
 
     def save(self) -> bytes:
         declare_utf8(self._document.root)
