@@ -436,3 +436,18 @@ def test_a_page_and_a_book_declare_the_language_they_are_written_in(translator, 
     package = etree.fromstring(written["content.opf"])
     (language,) = package.iter("{http://purl.org/dc/elements/1.1/}language")
     assert language.text == "en"
+
+
+def test_words_between_styled_runs_keep_a_style_when_every_word_had_one():
+    """A paragraph whose every run is a styled ``<span>`` (LibreOffice writes them so): a
+    target word aligned to none of them goes into the neighbour whose style most words
+    had, not between them, unstyled (as it still does where the paragraph had plain text)."""
+    from aiayn.data.markup import parse, serialize
+
+    pairs = [(0, 0), (1, 1), (2, 3)]  # "is" aligned to nothing
+    styled = parse('<p><span class="s">Der Hund</span> <b>schläft</b></p>')
+    styled.write([("The dog is sleeping", pairs)])
+    assert serialize(styled.root) == '<p><span class="s">The dog is</span> <b>sleeping</b></p>'
+    plain = parse("<p>Der Hund <b>schläft</b></p>")
+    plain.write([("The dog is sleeping", pairs)])
+    assert serialize(plain.root) == "<p>The dog is <b>sleeping</b></p>"

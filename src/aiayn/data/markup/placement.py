@@ -36,23 +36,72 @@ def write(segment: Segment, words: list[str], pairs: Sequence[tuple[int, int]]) 
             inside = {i for i in range(lo, hi) if _overlaps(segment.spans[i], node)}
             node.mask = [int(i in inside) for i in source_of]  # type: ignore[attr-defined]
             node.anchor = after(lo)  # type: ignore[attr-defined]
+            node.inside = inside  # type: ignore[attr-defined]
             prepare(node.children)
 
     prepare(segment.nodes)
-    _place(segment.nodes, 0, n_tgt)
+    _place(segment.nodes, 0, n_tgt, not _own(set(range(n_src)), segment.nodes))
     _fill(segment, words)
+
+
+def _own(words: set[int], nodes: list[Node]) -> bool:
+    """Whether any of ``words`` (a container's) lies outside every element of ``nodes``
+    (its children): text of its own, written outside them."""
+    for node in nodes:
+        if not node.point:
+            words = words - node.inside  # type: ignore[attr-defined]
+    return bool(words)
+
+
+def _absorb(nodes: list[Node], lo: int, hi: int) -> None:
+    """Give the target words ``_place`` left between sibling ``nodes`` (within [lo, hi)) to
+    the element before them, or, at the start or after a point, the element after: in a
+    container whose source words all lay inside its elements (every run of a paragraph in a
+    ``<span>`` of its own style, as LibreOffice writes them), a word outside them all would
+    lose the style every word had. Between two elements the words go to the one whose look
+    (tag and attributes) held the most source words, as a run of plain text would be
+    plain. Elements that held no words (an anchor) take none."""
+
+    def takes(node: Node | None) -> bool:
+        return node is not None and not node.point and bool(node.inside)  # type: ignore[attr-defined]
+
+    def look(node: Node) -> tuple:
+        return (node.element.tag, sorted(node.element.attrib.items()))
+
+    weight: dict[tuple, int] = {}  # the words each look (tag and attributes) held
+    for node in nodes:
+        if takes(node):
+            key = repr(look(node))
+            weight[key] = weight.get(key, 0) + len(node.inside)  # type: ignore[attr-defined]
+
+    def heavier(a: Node, b: Node) -> bool:
+        return weight[repr(look(a))] >= weight[repr(look(b))]
+
+    cursor, previous = lo, None
+    for node in nodes:
+        a, b = node.span  # type: ignore[attr-defined]
+        if a > cursor:  # words between the previous sibling and this one: to the look most
+            # words had, the previous one on a tie
+            if takes(previous) and (not takes(node) or heavier(previous, node)):
+                previous.span = (previous.span[0], a)  # type: ignore[attr-defined,union-attr]
+            elif takes(node):
+                node.span = (cursor, b)  # type: ignore[attr-defined]
+        cursor, previous = node.span[1], node  # type: ignore[attr-defined]
+    if hi > cursor and previous is not None and takes(previous):
+        previous.span = (previous.span[0], hi)  # type: ignore[attr-defined]
 
 
 def _overlaps(span: tuple[int, int], node: Node) -> bool:
     return span[0] < node.end and node.start < span[1]
 
 
-def _place(nodes: list[Node], lo: int, hi: int) -> None:
+def _place(nodes: list[Node], lo: int, hi: int, fill: bool = False) -> None:
     """Give sibling ``nodes`` target spans within [lo, hi): in order, disjoint, each node's
     span contiguous. Maximises, over the siblings, the target words aligned into their node
     minus ``_EXTRA`` for each word enclosed but not aligned into it (a dynamic programme over
     boundaries, linear per node), points and nodes left empty as near their anchors as the
-    order allows. Then each node's children within its own span."""
+    order allows; ``fill``: the container had no words of its own, and the words between
+    the nodes go into them (``_absorb``). Then each node's children within its own span."""
     if not nodes:
         return
     width = hi - lo + 1
@@ -87,9 +136,12 @@ def _place(nodes: list[Node], lo: int, hi: int) -> None:
         b = ends[p]
         node.span = (lo + start[b], lo + b)  # type: ignore[attr-defined]
         p = start[b]
+    if fill:
+        _absorb(nodes, lo, hi)
     for node in nodes:
         if not node.point:
-            _place(node.children, *node.span)  # type: ignore[attr-defined]
+            inside = node.inside  # type: ignore[attr-defined]
+            _place(node.children, *node.span, not _own(inside, node.children))  # type: ignore[attr-defined]
 
 
 def _fill(segment: Segment, words: list[str]) -> None:
