@@ -451,3 +451,37 @@ def test_words_between_styled_runs_keep_a_style_when_every_word_had_one():
     plain = parse("<p>Der Hund <b>schläft</b></p>")
     plain.write([("The dog is sleeping", pairs)])
     assert serialize(plain.root) == "<p>The dog is <b>sleeping</b></p>"
+
+
+def test_an_opendocument_word_between_styled_runs_takes_the_most_common_style(tmp_path):
+    """In an .odt paragraph whose every run is a styled span, a word the translation put
+    between two runs goes to the run whose style most words had (the spans' styles tell
+    them apart: before, every span looked the same)."""
+    from odf import style
+    from odf.opendocument import OpenDocumentText, load
+    from odf.text import P, Span
+
+    from aiayn import documents
+
+    document = OpenDocumentText()
+    for name in ("T1", "T2"):
+        look = style.Style(name=name, family="text")
+        look.addElement(style.TextProperties(fontweight="bold" if name == "T2" else "normal"))
+        document.automaticstyles.addElement(look)
+    paragraph = P()
+    paragraph.addElement(Span(stylename="T2", text="Heute"))
+    paragraph.addText(" ")
+    paragraph.addElement(Span(stylename="T1", text="schläft der Hund."))
+    document.text.addElement(paragraph)
+    out = io.BytesIO()
+    document.write(out)
+    opened = documents.read(out.getvalue(), "in.odt")
+    sentences = documents.sentences(opened, lambda text: True)
+    assert sentences.texts == ["Heute schläft der Hund."]
+    pairs = [(0, 0), (2, 2), (3, 3), (1, 4)]  # "," aligned to nothing
+    written = documents.save(opened, sentences, [("Today , the dog sleeps.", pairs)], "in.odt")
+    target = tmp_path / "out.odt"
+    target.write_bytes(written)
+    spans = load(str(target)).getElementsByType(Span)
+    texts = {s.getAttribute("stylename"): "".join(str(n) for n in s.childNodes) for s in spans}
+    assert texts == {"T2": "Today", "T1": ", the dog sleeps."}
