@@ -485,3 +485,20 @@ def test_an_opendocument_word_between_styled_runs_takes_the_most_common_style(tm
     spans = load(str(target)).getElementsByType(Span)
     texts = {s.getAttribute("stylename"): "".join(str(n) for n in s.childNodes) for s in spans}
     assert texts == {"T2": "Today", "T1": ", the dog sleeps."}
+
+
+@pytest.mark.parametrize("declared, expected", [("", "en"), ("fr", "fr")])
+def test_a_template_comes_back_naming_the_translation_s_language(
+    translator, tmp_path, declared, expected
+):
+    """A template (.pot) names no language; filled, it names the translation's. A catalogue
+    that names one keeps it (its msgstr are that language's)."""
+    polib = pytest.importorskip("polib")
+    source = tmp_path / "in.pot"
+    source.write_text(
+        f'msgid ""\nmsgstr ""\n"Language: {declared}\\n"\n'
+        '"Content-Type: text/plain; charset=UTF-8\\n"\n\nmsgid "Der Hund schläft."\nmsgstr ""\n',
+        encoding="utf-8",
+    )
+    out = polib.pofile(str(translator.translate_file(source, tmp_path / "out.pot")))
+    assert out.metadata["Language"] == expected

@@ -163,6 +163,11 @@ class CatalogueDocument:
             if m is not None and m.document is not None
         ]
 
+    def mark_language(self, code: str) -> None:
+        """A catalogue that names no language (a template, .pot) names the translation's."""
+        if not self._catalogue.metadata.get("Language", "").strip():
+            self._catalogue.metadata["Language"] = code
+
     def save(self) -> bytes:
         for entry, one, plural in self._entries:
             if plural is None:
