@@ -190,6 +190,8 @@ def cases() -> list[tuple[str, str, bytes, str]]:
         ("HTML the parser would repair", "stray.html", b"<p>gut</b></p>", "closes no element"),
         ("too large", "large.txt", b"a" * 2_000_001, "2000001 bytes; at most 2000000"),
         ("too much text", "long.txt", (b"Wort " * 12_000), "characters of text; at most 50000"),
+        ("a paragraph of 2000 lines broken by <br>", "lines.html", b"<p>" + b"Haus<br>" * 2000,
+         "at most 1,000,000 words times elements in one paragraph"),
     ]  # fmt: skip
 
 

@@ -410,3 +410,12 @@ def test_the_serve_command_takes_the_file_flags():
     args = parse(["serve", "m", "--disable-files-translation", "--file-expiry", "60"])
     assert args.disable_files_translation is True and args.file_expiry == 60.0
     assert parse(["serve", "m"]).disable_files_translation is False
+
+
+def test_a_page_comes_back_declaring_the_target_language(client):
+    """The page said it was German; translated, it says it is the target language."""
+    page = b'<!DOCTYPE html><html lang="de"><body><p lang="de">Das ist ein Haus.</p></body></html>'
+    response = post(client, "page.html", page, source="de", target="en")
+    assert response.status_code == 200, response.text
+    html = download(client, response).text
+    assert '<html lang="en">' in html and '<p lang="en">' in html

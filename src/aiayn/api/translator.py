@@ -382,7 +382,8 @@ class Translator(LoadedModel):
             scores=False, alignment=documents.aligned(opened), glossary=glossary, keep=keep,
         ) if sentences.texts else []  # fmt: skip
         pairs = [(t.text, t.alignment or ()) for t in results]
-        data = documents.save(opened, sentences, pairs, path.name)
+        language = self.languages[1] if self.languages else None
+        data = documents.save(opened, sentences, pairs, path.name, language)
         atomic_write(out, lambda p: p.write_bytes(data))
         return out
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 from aiayn.data.markup import Sentences
+from aiayn.data.markup.document import crowded
 from aiayn.documents.base import DocumentError, Format, Limits, Opened
 from aiayn.documents.ebook import Ebook
 from aiayn.documents.gettext import Gettext
@@ -70,6 +71,9 @@ def read(data: bytes, name: str, limits: Limits | None = None) -> Opened:
         raise DocumentError(f"{name}: a damaged {fmt.extensions[0]} ({_described(e)})") from None
     for document in opened.documents:  # a number, a date, a page number: kept as written
         document.segments = [s for s in document.segments if _has_letters(s.text)]
+        why = crowded(document)
+        if why:
+            raise DocumentError(f"{name}: {why}")
     chars = sum(len(s.text) for d in opened.documents for s in d.segments)
     if chars > limits.max_chars:
         raise DocumentError(f"{name}: {chars} characters of text; at most {limits.max_chars}")
@@ -109,12 +113,18 @@ def save(
     sentences: Sentences,
     translations: Sequence[tuple[str, Sequence[tuple[int, int]]]],
     name: str,
+    language: str | None = None,
 ) -> bytes:
     """The translated file's bytes: each of ``sentences.texts``' (translation, alignment
-    pairs) written into ``opened``'s trees, then ``opened.save``. A failure to write it back
-    is a ``DocumentError`` naming the file."""
+    pairs) written into ``opened``'s trees, then ``opened.save``; ``language``: the code of
+    the translation's language, which a format that declares its document's language (an
+    HTML page's ``lang``, an e-book's) then declares. A failure to write it back is a
+    ``DocumentError`` naming the file."""
     try:
         sentences.write(translations)
+        mark = getattr(opened, "mark_language", None)
+        if language and mark is not None:
+            mark(language)
         return opened.save()
     except DocumentError:
         raise

@@ -41,7 +41,8 @@ class Limits:
 class Opened(Protocol):
     """A document read by its format: ``documents``, the trees whose segments are
     translated (``aiayn.data.markup.Document``); once their translations are written into
-    them, ``save`` gives the file's bytes."""
+    them, ``save`` gives the file's bytes. A format whose documents declare their language
+    also has ``mark_language(code)``, called before ``save``."""
 
     documents: list[Document]
 
@@ -69,13 +70,15 @@ def tree_text(root: ElementTree.Element) -> str:
     return "".join(root.itertext())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Point:
-    """A point among a paragraph's runs (a line break, a tab, a field): an empty element
-    ``tag`` of the tree (``br``: a line break; ``img``: anything else that breaks the words
-    around it), kept where the words around it went and never rewritten."""
+    """A point among a paragraph's runs (a line break, a tab, a field): an element ``tag``
+    of the tree (``br``: a line break; ``img``: anything else that breaks the words around
+    it), kept where the words around it went and never rewritten; ``text``: what it shows
+    (a field's number), which the model never sees but which is spaced as a word is."""
 
     tag: str
+    text: str = ""
 
 
 class Runs:
@@ -118,6 +121,7 @@ class Runs:
             if isinstance(key, Point):
                 self._slots.append((*slot, plain, before))
                 point = ElementTree.SubElement(self.root, key.tag)
+                point.text = key.text or None
                 slot, plain = (point, "tail"), None
                 continue
             text = "".join(runs[i][0] for i in members)

@@ -6,9 +6,10 @@ leaves fuzzy messages out of the compiled catalogue until a person clears the fl
 messages a person translated are kept as they are. A plural message fills every form the
 catalogue's ``Plural-Forms`` header counts (two without one): the first from ``msgid``, the
 others from ``msgid_plural``. Placeholders (``%s``, ``%(name)s``, ``%d``, ``%%``,
-``{name}``, ``{0}``) are never shown to the model: each is a point in the sentence, written
-back whole where the words around it went; a message's leading and trailing white space and
-line breaks are kept (msgfmt checks them). The catalogue is written back in UTF-8, its
+``{name}``, ``{0}``) and markup tags (``<b>``, ``<a href="...">``, ``</a>``) are never shown
+to the model: each is a point in the sentence, written back whole where the words around it
+went; so is a line break inside a message, and a message's leading and trailing white space
+and line breaks are kept (msgfmt checks them). The catalogue is written back in UTF-8, its
 header's charset saying so.
 """
 
@@ -27,6 +28,10 @@ PLACEHOLDER = re.compile(
     r"|\{[A-Za-z_0-9]*(?:[.\[][^{}\s]*)?(?:![rsa])?(?::[^{}]*)?\}"
 )
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
+# markup a message holds (``<b>``, ``</a>``, ``<a href="...">``, ``<br/>``): kept whole, never
+# shown to the model, as placeholders are; and its line breaks, kept where the words went
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:_-]*(?:\s[^<>]*)?/?>")
+_POINT = re.compile(f"{PLACEHOLDER.pattern}|{_TAG.pattern}|\n")
 # (format flag, literal, as written in that format)
 _ESCAPES = [
     ("python-format", "%", "%%"),
@@ -40,23 +45,50 @@ _CHARSET = re.compile(r"charset\s*=\s*[^;\s]*", re.IGNORECASE)
 
 
 def placeholder_tree(text: str) -> ElementTree.Element:
-    """``text`` as a block whose placeholders are untranslated points (``<code>``)."""
+    """``text`` as a block whose placeholders are untranslated points (``<code>``), its line
+    breaks ``<br>``, and its markup a pair of tags around words (``<b>Fett</b>``) an inline
+    element (``<span>``, the tags its ``open`` and ``close``) or, a tag without its pair, a
+    point too."""
+    tokens = list(_POINT.finditer(text))
+    pairs: dict[int, int] = {}  # an opening tag's token: its closing tag's
+    open_tags: list[tuple[str, int]] = []
+    for k, match in enumerate(tokens):
+        tag = _TAG.fullmatch(match.group())
+        if tag is None or match.group().endswith("/>"):
+            continue
+        name = re.match(r"</?([^\s/>]+)", match.group()).group(1).lower()
+        if not match.group().startswith("</"):
+            open_tags.append((name, k))
+        elif open_tags and open_tags[-1][0] == name:
+            pairs[open_tags.pop()[1]] = k
+    closing = {k: opening for opening, k in pairs.items()}
     root = ElementTree.Element("p")
-    root.text = ""
-    last: ElementTree.Element | None = None
-    at = 0
-    for match in PLACEHOLDER.finditer(text):
+    stack, last = [root], None  # the elements open; the last child of the innermost
+
+    def add(words: str) -> None:
         if last is None:
-            root.text += text[at : match.start()]
+            stack[-1].text = (stack[-1].text or "") + words
         else:
-            last.tail = (last.tail or "") + text[at : match.start()]
-        last = ElementTree.SubElement(root, "code")
-        last.text = match.group()
+            last.tail = (last.tail or "") + words
+
+    at = 0
+    for k, match in enumerate(tokens):
+        add(text[at : match.start()])
         at = match.end()
-    if last is None:
-        root.text += text[at:]
-    else:
-        last.tail = (last.tail or "") + text[at:]
+        if k in pairs:
+            span = ElementTree.SubElement(stack[-1], "span")
+            span.set("open", match.group())
+            span.set("close", tokens[pairs[k]].group())
+            stack.append(span)
+            last = None
+        elif k in closing:
+            last = stack.pop()
+        elif match.group() == "\n":
+            last = ElementTree.SubElement(stack[-1], "br")
+        else:
+            last = ElementTree.SubElement(stack[-1], "code")
+            last.text = match.group()
+    add(text[at:])
     return root
 
 
@@ -75,12 +107,18 @@ class _Message:
     def translation(self) -> str:
         if self.document is None:
             return self.lead + self.trail
-        root, parts = self.document.root, []
-        parts.append(self._escaped(root.text or ""))
-        for point in root:  # a placeholder, whole, then the words after it
-            parts.append(point.text or "")
-            parts.append(self._escaped(point.tail or ""))
-        body = " ".join("".join(parts).split())
+        parts: list[tuple[bool, str]] = []  # (words of the model, text)
+        _flatten(self.document.root, parts)
+        out = []
+        for k, (words, part) in enumerate(parts):
+            if words:  # one space between words; none at a line break
+                part = self._escaped(re.sub(r"\s+", " ", part))
+                if k == 0 or parts[k - 1][1] == "\n":
+                    part = part.lstrip(" ")
+                if k + 1 == len(parts) or parts[k + 1][1] == "\n":
+                    part = part.rstrip(" ")
+            out.append(part)
+        body = "".join(out)
         for placeholder in self._tight:  # the space the writer puts after a point, taken out
             body = re.sub(f"({re.escape(placeholder)}) (?=[,.;:!?)])", r"\1", body)
         return self.lead + body + self.trail
@@ -125,6 +163,11 @@ class CatalogueDocument:
             if m is not None and m.document is not None
         ]
 
+    def mark_language(self, code: str) -> None:
+        """A catalogue that names no language (a template, .pot) names the translation's."""
+        if not self._catalogue.metadata.get("Language", "").strip():
+            self._catalogue.metadata["Language"] = code
+
     def save(self) -> bytes:
         for entry, one, plural in self._entries:
             if plural is None:
@@ -161,3 +204,18 @@ class Gettext:
     def open(self, data: bytes, name: str, limits: Limits) -> CatalogueDocument:
         check_size(data, name, limits)
         return CatalogueDocument(data, name)
+
+
+def _flatten(element: ElementTree.Element, parts: list[tuple[bool, str]]) -> None:
+    """The written tree ``element`` as text: (whether the model wrote it, the text)."""
+    parts.append((True, element.text or ""))
+    for child in element:
+        if child.tag == "br":
+            parts.append((False, "\n"))
+        elif child.tag == "span":
+            parts.append((False, child.get("open")))
+            _flatten(child, parts)
+            parts.append((False, child.get("close")))
+        else:
+            parts.append((False, child.text or ""))
+        parts.append((True, child.tail or ""))

@@ -1,6 +1,7 @@
 """HTML pages (.html, .htm, UTF-8) read and written by ``aiayn.data.markup`` (html5lib, the
-HTML standard's parser): every element and attribute kept, inline markup around the words
-aligned to those it held; markup the parser would have to repair is refused."""
+HTML standard's parser): every element and attribute kept (a ``<meta>`` charset made to say
+UTF-8, as the page is written), inline markup around the words aligned to those it held;
+markup the parser would have to repair is refused."""
 
 from __future__ import annotations
 
@@ -39,6 +40,46 @@ def check_depth(html: str, name: str) -> None:
             )
 
 
+_CHARSET = re.compile(r"charset\s*=\s*[^;\s]*", re.IGNORECASE)
+
+
+def declare_utf8(root) -> None:
+    """Make the page's ``<meta>`` say UTF-8, the encoding it is written in (a page that
+    declared ISO-8859-1 would show the translation's "’" as "â€™")."""
+    for element in root.iter():
+        tag = element.tag
+        if not isinstance(tag, str) or tag.rsplit("}", 1)[-1].lower() != "meta":
+            continue
+        if element.get("charset") is not None:
+            element.set("charset", "utf-8")
+        content = element.get("content")
+        if (element.get("http-equiv") or "").lower() == "content-type" and content:
+            element.set("content", _CHARSET.sub("charset=utf-8", content))
+
+
+def mark_language(root, code: str) -> None:
+    """Declare ``code`` the page's language: the ``<html>`` element's ``lang`` (and
+    ``xml:lang``), and every ``lang`` that named the language it declared before."""
+    xml_lang = "{http://www.w3.org/XML/1998/namespace}lang"
+    attributes = ("lang", "xml:lang", xml_lang)
+    page = next((e for e in root.iter() if _local(e) == "html"), None)
+    if page is None:
+        return
+    before = next((page.get(a) for a in attributes if page.get(a)), None)
+    for element in root.iter():
+        for attribute in attributes:
+            value = element.get(attribute)
+            if value is not None and (element is page or value == before):
+                element.set(attribute, code)
+    if not any(page.get(a) is not None for a in attributes):
+        page.set("lang", code)
+
+
+def _local(element) -> str:
+    tag = element.tag
+    return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
+
+
 class HtmlDocument:
     def __init__(self, html: str, name: str) -> None:
         check_depth(html, name)
@@ -48,7 +89,11 @@ class HtmlDocument:
             raise DocumentError(str(e)) from None
         self.documents = [self._document]
 
+    def mark_language(self, code: str) -> None:
+        mark_language(self._document.root, code)
+
     def save(self) -> bytes:
+        declare_utf8(self._document.root)
         return serialize(self._document.root).encode("utf-8")
 
 

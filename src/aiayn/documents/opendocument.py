@@ -55,6 +55,9 @@ def _build(node, element: ElementTree.Element) -> _Twin:
         tag = _INLINE.get(local) if namespace == _TEXT else None
         if tag is not None:
             last = ElementTree.SubElement(element, tag)
+            style = child.getAttribute("stylename") if local == "span" else None
+            if style:  # what the run looks like, telling its neighbours apart
+                last.set("style", style)
             twin.children.append(_build(child, last))
             continue
         point = _POINTS.get(local, "code") if namespace == _TEXT else "code"

@@ -1,7 +1,7 @@
 """PowerPoint presentations (.pptx) read and written with python-pptx.
 
 Every slide's text a reader sees: text boxes and placeholders, shapes inside groups, table
-cells, and the slide's notes. Each paragraph is one text; its runs (bold, italic, a
+cells, a chart's titles, and the slide's notes. Each paragraph is one text; its runs (bold, italic, a
 hyperlink, a colour) are inline elements for ``aiayn.data.markup``, each coming back around
 the words translated from its own (``Runs``). A line break and a field (a slide number, a
 date: left as it is, its text not translated) are points between words, kept where the
@@ -17,7 +17,8 @@ from aiayn.documents.base import DocumentError, Limits, Point, Runs
 from aiayn.documents.safety import open_archive, require
 
 _DRAWING = "http://schemas.openxmlformats.org/drawingml/2006/main"
-_POINTS = {f"{{{_DRAWING}}}br": "br", f"{{{_DRAWING}}}fld": "img"}  # kept, never rewritten
+_BR = f"{{{_DRAWING}}}br"
+_POINTS = {_BR: "br", f"{{{_DRAWING}}}fld": "img"}  # kept, never rewritten
 _SKIPPED_KEY = {"lang", "altLang", "dirty", "err", "noProof", "smtClean"}  # look the same
 
 
@@ -27,8 +28,13 @@ class SlidesDocument:
 
         self._presentation = pptx.Presentation(io.BytesIO(data))
         self._paragraphs: list[tuple[Runs, list]] = []
+        from pptx.opc.constants import RELATIONSHIP_TYPE
+
         for slide in self._presentation.slides:
             self._read(slide.part._element)  # every a:p of the slide: shapes, groups, tables
+            for rel in slide.part.rels.values():  # a chart's titles (its own part)
+                if rel.reltype == RELATIONSHIP_TYPE.CHART and not rel.is_external:
+                    self._read(rel.target_part._element)
             if slide.has_notes_slide:
                 self._read(slide.notes_slide.part._element)
         self.documents = [Document(runs.root) for runs, _ in self._paragraphs]
@@ -46,7 +52,9 @@ class SlidesDocument:
                     texts.append((run.text, _key(child)))
                 else:  # a line break, a field: a point between the runs around it
                     runs.append(None)
-                    texts.append(Point(_POINTS[child.tag]))
+                    shown = "".join(child.itertext()).strip() if child.tag != _BR else ""
+                    # a field shows text (a slide number): spaced as a word is
+                    texts.append(Point("img", shown) if shown else Point(_POINTS[child.tag]))
             if any(not isinstance(t, Point) and t[0].strip() for t in texts):
                 self._paragraphs.append((Runs(texts), runs))
 

@@ -5,8 +5,11 @@ header and footer (first page, even pages), footnotes, endnotes and comments. Ea
 is one text; its runs (bold, italic, a hyperlink's runs, a style) are inline elements for
 ``aiayn.data.markup``, so each comes back around the words translated from its own
 (``Runs``); a tab or a line or page break is a point between words, kept where the words
-around it went. A run holding more than text (a picture, a field, a footnote mark) is left
-as it is, and so is a field's result.
+around it went. A run holding more than text (a picture, a footnote mark, words a tracked
+change deleted) and a field's result (a page number, a date: Word's to compute) are left as
+they are, each a point kept where the words around it went; a hyperlink field's result is
+its text, translated as a link's, and the runs a tracked change inserted are an inline
+element of their own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ _TEXT_ONLY = {"rPr", "t", "tab", "br", "cr", "noBreakHyphen", "softHyphen", "las
 # a run of its own, kept as it is where the words around it went
 _POINTS = {"tab": "img", "br": "br", "cr": "br"}
 _SKIPPED_KEY = {"lang", "noProof", "rFonts", "szCs", "bCs", "iCs"}  # split runs, look the same
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _PARTS = ("document.main", "header", "footer", "footnotes", "endnotes", "comments")
 
 
@@ -49,14 +53,26 @@ class WordDocument:
         from docx.text.run import Run
 
         p_tag, r_tag = qn("w:p"), qn("w:r")
+        fields: list[_Field] = []  # the complex fields open here (one may span paragraphs)
         for p in element.iter(p_tag):
             runs, texts = [], []
+            shown: set[int] = set()  # the fields already a point in this paragraph
             for whole in list(p.iter(r_tag)):
-                if _owner(whole, p_tag) is not p or _in_field(whole):
+                if _owner(whole, p_tag) is not p:
                     continue
-                if not all(_local(child.tag) in _TEXT_ONLY for child in whole):
-                    texts.append(("", None))  # kept as it is
-                    runs.append(None)
+                kind, field = _field_of(whole, fields)
+                if kind == "control":
+                    continue
+                if kind == "result":  # one point for the whole result, shown as a word is
+                    if id(field) not in shown:
+                        shown.add(id(field))
+                        texts.append(Point("img", "field"))
+                        runs.append(None)
+                    continue
+                if not all(_local(child.tag) in _TEXT_ONLY for child in whole) or _removed(whole):
+                    if _visible(whole):  # a picture, a note's mark, deleted words: in place
+                        texts.append(Point("img"))
+                        runs.append(None)
                     continue
                 for r in _split(whole):
                     point = next(
@@ -68,7 +84,7 @@ class WordDocument:
                     else:
                         run = Run(r, None)
                         runs.append(run)
-                        texts.append((run.text, _key(r)))
+                        texts.append((run.text, (field, *_key(r))))
             if any(not isinstance(t, Point) and t[0].strip() for t in texts):
                 self._paragraphs.append((Runs(texts), runs))
 
@@ -119,14 +135,65 @@ def _split(r) -> list:
     return out
 
 
+class _Field:
+    """A complex field open among the runs: its instruction (``PAGE``, ``HYPERLINK
+    "https://..."``) and whether its result has begun."""
+
+    def __init__(self) -> None:
+        self.instruction, self.result = "", False
+
+
+def _field_of(r, fields: list[_Field]):
+    """What the run ``r`` is to the fields around it, after following the field characters
+    it holds (``fields``: the complex fields open before it, updated): ``("control", None)``
+    a field's characters or instruction (no text: kept as it is); ``("result", owner)`` a
+    field's result, Word's to compute (a page number, a date, a table of contents: kept as
+    it is, a point among the words); ``("link", owner)`` a hyperlink field's result, its
+    text translated as a link's; ``(None, None)`` none. ``owner``: the field (the same for
+    all its runs)."""
+    simple = next((a for a in r.iterancestors() if _local(a.tag) == "fldSimple"), None)
+    if simple is not None:
+        link = (simple.get(_W + "instr") or "").split()[:1] == ["HYPERLINK"]
+        return ("link" if link else "result"), simple
+    control = False
+    for child in r:
+        local = _local(child.tag)
+        if local == "fldChar":
+            control = True
+            kind = child.get(_W + "fldCharType")
+            if kind == "begin":
+                fields.append(_Field())
+            elif kind == "separate" and fields:
+                fields[-1].result = True
+            elif kind == "end" and fields:
+                fields.pop()
+        elif local == "instrText" and fields:
+            control = True
+            fields[-1].instruction += child.text or ""
+    if control or (fields and not fields[0].result):
+        return "control", None
+    if not fields:
+        return None, None
+    outer = fields[0]
+    link = len(fields) == 1 and outer.instruction.split()[:1] == ["HYPERLINK"]
+    return ("link" if link else "result"), outer
+
+
+def _removed(r) -> bool:
+    """Whether ``r`` is deleted or moved away by a tracked change (its text a reader of the
+    changes sees struck out)."""
+    return any(_local(a.tag) in ("del", "moveFrom") for a in r.iterancestors())
+
+
+def _visible(r) -> bool:
+    """Whether a run that is not text holds something a reader sees (not only properties
+    or a rendering hint)."""
+    return any(_local(c.tag) not in ("rPr", "lastRenderedPageBreak") for c in r)
+
+
 def _owner(r, p_tag):
     """The paragraph a run belongs to (a text box's paragraphs hold their own runs)."""
     return next(r.iterancestors(p_tag), None)
-
-
-def _in_field(r) -> bool:
-    """Whether the run is a simple field's result (a page number), recomputed by Word."""
-    return any(_local(a.tag) == "fldSimple" for a in r.iterancestors())
 
 
 def _key(r):
@@ -134,7 +201,9 @@ def _key(r):
     it is in."""
     from lxml import etree
 
-    link = next((a for a in r.iterancestors() if _local(a.tag) == "hyperlink"), None)
+    link = next(
+        (a for a in r.iterancestors() if _local(a.tag) in ("hyperlink", "ins", "moveTo")), None
+    )
     props = r.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}rPr")
     shown = b""
     if props is not None:

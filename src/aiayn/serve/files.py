@@ -308,7 +308,9 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     data = await upload.read()
     files = files_of(request)
     async with files.turns:
-        stored = await _translate(data, name, fmt, model, registry, request.app.state.glossary)
+        stored = await _translate(
+            data, name, fmt, model, registry, request.app.state.glossary, form["target"]
+        )
         key = await run_in_threadpool(
             files.store.put,
             stored,
@@ -321,7 +323,7 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
 
 
 async def _translate(
-    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, glossary
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, glossary, target: str
 ) -> bytes:
     config = registry.config
     limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
@@ -358,13 +360,14 @@ async def _translate(
             key,
         )
     try:
-        return await run_in_threadpool(_written, opened, sentences, results, name)
+        return await run_in_threadpool(_written, opened, sentences, results, name, target)
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
 
 
-def _written(opened, sentences, results, name: str) -> bytes:
-    return documents.save(opened, sentences, [(t.text, t.alignment or ()) for t in results], name)
+def _written(opened, sentences, results, name: str, target: str) -> bytes:
+    pairs = [(t.text, t.alignment or ()) for t in results]
+    return documents.save(opened, sentences, pairs, name, target)
 
 
 _DOWNLOAD = {

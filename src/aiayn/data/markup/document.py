@@ -51,6 +51,30 @@ class Document:
         return self._serialize(self.write(translations))
 
 
+# Writing a segment back costs time and memory in proportion to its inline elements times its
+# words (each element's words are found among all the target words): bounded per segment.
+MAX_PLACEMENT = 1_000_000
+
+
+def crowded(document: Document) -> str | None:
+    """Why ``document`` cannot be written back at a bounded cost (None: it can): a segment
+    whose inline elements times words pass ``MAX_PLACEMENT`` (a paragraph of 150,000 words
+    and line breaks would take hundreds of gigabytes)."""
+    for segment in document.segments:
+        elements = _count(segment.nodes)
+        if elements * len(segment.spans) > MAX_PLACEMENT:
+            return (
+                f"a paragraph of {len(segment.spans)} words holds {elements} inline elements "
+                f"(tags, line breaks, pictures): at most {MAX_PLACEMENT:,} words times "
+                "elements in one paragraph; split it into paragraphs"
+            )
+    return None
+
+
+def _count(nodes) -> int:
+    return sum(1 + _count(node.children) for node in nodes)
+
+
 class Sentences:
     """The sentences of ``documents`` as one list to translate (``texts``), and ``write`` or
     ``render`` to put their translations back: each segment cut by ``pieces``, the pieces'
@@ -102,22 +126,40 @@ class Sentences:
 def pieces(words: list[str], fits: Callable[[str], bool]) -> list[tuple[int, int]]:
     """``words`` cut into sentences (word ranges) as a sentence-level model reads them: a cut
     after a word that ends a sentence ("Debian." or "Wirklich?", not "z." or "Nr."); a
-    sentence whose text does not ``fit`` the model, cut again at the last word that fits."""
+    sentence whose text does not ``fit`` the model, cut again at the last word that fits.
+
+    Once a sentence does not fit, each piece is found by doubling its length until it does
+    not fit, then halving the difference: the texts ``fits`` reads are at most twice the
+    piece, not the rest of the sentence (a paragraph of a million characters without a full
+    stop would otherwise be read again for every piece)."""
     ends = [i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w)] + [len(words)]
     out: list[tuple[int, int]] = []
     start = 0
     for end in ends:
+        if fits(" ".join(words[start:end])):
+            out.append((start, end))
+            start = end
+            continue
         while start < end:  # the longest run from start that fits (at least one word)
-            cut, lo, hi = start + 1, start + 2, end
-            if fits(" ".join(words[start:end])):
-                cut = end
-            else:
-                while lo <= hi:
-                    mid = (lo + hi) // 2
-                    if fits(" ".join(words[start:mid])):
-                        cut, lo = mid, mid + 1
-                    else:
-                        hi = mid - 1
+            cut, size = start + 1, 2
+            bad = end + 1  # the shortest run known not to fit, as its end
+            while start + size <= end:
+                if not fits(" ".join(words[start : start + size])):
+                    bad = start + size
+                    break
+                cut, size = start + size, size * 2
+            if bad > end and cut < end:  # the rest may fit
+                if fits(" ".join(words[start:end])):
+                    cut = end
+                else:
+                    bad = end
+            lo, hi = cut + 1, bad - 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                if fits(" ".join(words[start:mid])):
+                    cut, lo = mid, mid + 1
+                else:
+                    hi = mid - 1
             out.append((start, cut))
             start = cut
     return out

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from xml.etree import ElementTree
 
-from aiayn.data.markup.document import Document, Sentences
+from aiayn.data.markup.document import Document, Sentences, crowded
 from aiayn.errors import UserError
 
 # What the parser repairs by moving or dropping markup (a stray or misnested end tag, a tag cut
@@ -87,4 +87,8 @@ def _message(code: str, data: dict | None) -> str:
 def read(documents: Sequence[str], names: Sequence[str], fits: Callable[[str], bool]) -> Sentences:
     """``documents`` parsed (errors named by ``names``) as the ``Sentences`` to translate."""
     parsed = [parse(html, name) for html, name in zip(documents, names, strict=True)]
+    for document, name in zip(parsed, names, strict=True):
+        why = crowded(document)
+        if why:
+            raise MarkupError(f"{name}: {why}")
     return Sentences(parsed, fits)

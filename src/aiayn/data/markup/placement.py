@@ -36,23 +36,72 @@ def write(segment: Segment, words: list[str], pairs: Sequence[tuple[int, int]]) 
             inside = {i for i in range(lo, hi) if _overlaps(segment.spans[i], node)}
             node.mask = [int(i in inside) for i in source_of]  # type: ignore[attr-defined]
             node.anchor = after(lo)  # type: ignore[attr-defined]
+            node.inside = inside  # type: ignore[attr-defined]
             prepare(node.children)
 
     prepare(segment.nodes)
-    _place(segment.nodes, 0, n_tgt)
+    _place(segment.nodes, 0, n_tgt, not _own(set(range(n_src)), segment.nodes))
     _fill(segment, words)
+
+
+def _own(words: set[int], nodes: list[Node]) -> bool:
+    """Whether any of ``words`` (a container's) lies outside every element of ``nodes``
+    (its children): text of its own, written outside them."""
+    for node in nodes:
+        if not node.point:
+            words = words - node.inside  # type: ignore[attr-defined]
+    return bool(words)
+
+
+def _absorb(nodes: list[Node], lo: int, hi: int) -> None:
+    """Give the target words ``_place`` left between sibling ``nodes`` (within [lo, hi)) to
+    the element before them, or, at the start or after a point, the element after: in a
+    container whose source words all lay inside its elements (every run of a paragraph in a
+    ``<span>`` of its own style, as LibreOffice writes them), a word outside them all would
+    lose the style every word had. Between two elements the words go to the one whose look
+    (tag and attributes) held the most source words, as a run of plain text would be
+    plain. Elements that held no words (an anchor) take none."""
+
+    def takes(node: Node | None) -> bool:
+        return node is not None and not node.point and bool(node.inside)  # type: ignore[attr-defined]
+
+    def look(node: Node) -> tuple:
+        return (node.element.tag, sorted(node.element.attrib.items()))
+
+    weight: dict[tuple, int] = {}  # the words each look (tag and attributes) held
+    for node in nodes:
+        if takes(node):
+            key = repr(look(node))
+            weight[key] = weight.get(key, 0) + len(node.inside)  # type: ignore[attr-defined]
+
+    def heavier(a: Node, b: Node) -> bool:
+        return weight[repr(look(a))] >= weight[repr(look(b))]
+
+    cursor, previous = lo, None
+    for node in nodes:
+        a, b = node.span  # type: ignore[attr-defined]
+        if a > cursor:  # words between the previous sibling and this one: to the look most
+            # words had, the previous one on a tie
+            if takes(previous) and (not takes(node) or heavier(previous, node)):
+                previous.span = (previous.span[0], a)  # type: ignore[attr-defined,union-attr]
+            elif takes(node):
+                node.span = (cursor, b)  # type: ignore[attr-defined]
+        cursor, previous = node.span[1], node  # type: ignore[attr-defined]
+    if hi > cursor and previous is not None and takes(previous):
+        previous.span = (previous.span[0], hi)  # type: ignore[attr-defined]
 
 
 def _overlaps(span: tuple[int, int], node: Node) -> bool:
     return span[0] < node.end and node.start < span[1]
 
 
-def _place(nodes: list[Node], lo: int, hi: int) -> None:
+def _place(nodes: list[Node], lo: int, hi: int, fill: bool = False) -> None:
     """Give sibling ``nodes`` target spans within [lo, hi): in order, disjoint, each node's
     span contiguous. Maximises, over the siblings, the target words aligned into their node
     minus ``_EXTRA`` for each word enclosed but not aligned into it (a dynamic programme over
     boundaries, linear per node), points and nodes left empty as near their anchors as the
-    order allows. Then each node's children within its own span."""
+    order allows; ``fill``: the container had no words of its own, and the words between
+    the nodes go into them (``_absorb``). Then each node's children within its own span."""
     if not nodes:
         return
     width = hi - lo + 1
@@ -87,9 +136,12 @@ def _place(nodes: list[Node], lo: int, hi: int) -> None:
         b = ends[p]
         node.span = (lo + start[b], lo + b)  # type: ignore[attr-defined]
         p = start[b]
+    if fill:
+        _absorb(nodes, lo, hi)
     for node in nodes:
         if not node.point:
-            _place(node.children, *node.span)  # type: ignore[attr-defined]
+            inside = node.inside  # type: ignore[attr-defined]
+            _place(node.children, *node.span, not _own(inside, node.children))  # type: ignore[attr-defined]
 
 
 def _fill(segment: Segment, words: list[str]) -> None:
@@ -113,22 +165,52 @@ def _fill(segment: Segment, words: list[str]) -> None:
     walk(segment.nodes, 0, len(words))
     # One space between words (and around untranslated content), placed after the end tags
     # that follow a word and before the start tags and points that precede the next one.
+    # A point written against a word in the source (a note's mark "Zeit.<sup>1</sup>", a
+    # tab "a<tab>b") stays against the word written there: no space on that side.
+    glued = {id(node): _glued(segment.raw, node) for node in _points(segment.nodes)}
     spaced: list[tuple[str, object]] = []
     wordlike_seen = broken = False  # broken: a line break (<br>, <img>) since the last word
+    last: tuple[str, object] | None = None  # the last word or point with text
     for kind, item in events:
         wordlike = kind == "word" or (kind == "point" and has_text(item.element))
         if wordlike and wordlike_seen and not broken:
             at = len(spaced)
             while at and spaced[at - 1][0] in ("open", "point") and not _wordlike(spaced[at - 1]):
                 at -= 1
-            spaced.insert(at, ("space", None))
+            between = [i for i in range(at, len(spaced)) if spaced[i][0] == "point"]
+            sides = [glued[id(spaced[i][1])] for i in between]
+            if (
+                kind == "point"
+                and glued[id(item)][0]
+                or last[0] == "point"
+                and glued[id(last[1])][1]
+            ):
+                at = None  # a point against the word before, or a word against the point
+            elif any(before and after for before, after in sides):
+                at = None  # a tab between two words: it is their space
+            else:  # after the points against the word before
+                at = next(
+                    (
+                        i + 1
+                        for i, (before, _) in zip(between[::-1], sides[::-1], strict=True)
+                        if before
+                    ),
+                    at,
+                )
+            if at is not None:
+                spaced.insert(at, ("space", None))
         if wordlike:
             wordlike_seen, broken = True, False
+            last = (kind, item)
         elif kind in ("point", "close") and unspaced(item.element):  # type: ignore[union-attr]
             broken = True  # after <br>, or after one variant of the text, before another
         spaced.append((kind, item))
+    _space_edges(spaced, glued)
 
     raw, spans = segment.raw, segment.spans
+    # the white space before the first word or point, and after the last
+    lead = min([spans[0][0]] + [n.start for n in segment.nodes])
+    trail = max([spans[-1][1]] + [n.end for n in segment.nodes])
     element, attr = segment.slot
     parts: dict[tuple[int, str], list[str]] = {}
     order: list[tuple[ElementTree.Element, str]] = []
@@ -141,7 +223,7 @@ def _fill(segment: Segment, words: list[str]) -> None:
         return parts[key]
 
     current = slot(element, attr)
-    current.append(raw[: spans[0][0]].replace(BREAK, ""))  # the leading white space
+    current.append(raw[:lead].replace(BREAK, ""))  # the leading white space
     for kind, item in spaced:
         if kind == "word":
             current.append(words[item])  # type: ignore[index]
@@ -151,10 +233,47 @@ def _fill(segment: Segment, words: list[str]) -> None:
             current = slot(item.element, "text")  # type: ignore[union-attr]
         else:  # close, point
             current = slot(item.element, "tail")  # type: ignore[union-attr]
-    current.append(raw[spans[-1][1] :].replace(BREAK, ""))  # and the trailing
+    current.append(raw[trail:].replace(BREAK, ""))  # and the trailing
     _clear(segment.nodes)
     for target, name in order:
         setattr(target, name, "".join(parts[(id(target), name)]) or None)
+
+
+def _space_edges(spaced: list, glued: dict) -> None:
+    """A space between the first word and a point before it (``<img> Text``), and between
+    the last word and a point after it, where the source had white space there."""
+    words = [i for i, event in enumerate(spaced) if event[0] == "word" or _wordlike(event)]
+    if not words:
+        return
+    after = [i for i in range(words[-1] + 1, len(spaced)) if spaced[i][0] == "point"]
+    if after:
+        node = spaced[after[0]][1]
+        if not unspaced(node.element) and not glued[id(node)][0]:
+            spaced.insert(after[0], ("space", None))
+    before = [i for i in range(words[0]) if spaced[i][0] == "point"]
+    if before:
+        node = spaced[before[-1]][1]
+        if not unspaced(node.element) and not glued[id(node)][1]:
+            spaced.insert(before[-1] + 1, ("space", None))
+
+
+def _points(nodes: list[Node]):
+    for node in nodes:
+        if node.point:
+            yield node
+        else:
+            yield from _points(node.children)
+
+
+def _glued(raw: str, node: Node) -> tuple[bool, bool]:
+    """Whether the source wrote the point ``node`` against a word before it, and after it
+    (no white space between them)."""
+    before = raw[node.start - 1] if node.start > 0 else " "
+    at = node.start
+    while at < len(raw) and raw[at] == BREAK:  # (not a slice of the rest: one per point)
+        at += 1
+    after = raw[at] if at < len(raw) else " "
+    return (not before.isspace() and before != BREAK, not after.isspace())
 
 
 def _wordlike(event: tuple[str, object]) -> bool:

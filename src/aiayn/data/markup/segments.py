@@ -12,6 +12,7 @@ from aiayn.data.markup.elements import VOID, breaks, is_block, name, untranslate
 
 BREAK = "\0"  # a word break that is not text (the parser never leaves a NUL in text)
 _WORD = re.compile(r"[^\s\0]+")
+_MARK_ELEMENTS, _MARK_CHARS = 8, 32  # the most a note's mark holds
 
 
 @dataclass
@@ -57,7 +58,12 @@ class _Builder:
     def node(self, element, into: list[Node]) -> None:
         node = Node(element, self.length)
         into.append(node)
-        if name(element) is None or name(element) in VOID or untranslated(element):
+        if (
+            name(element) is None
+            or name(element) in VOID
+            or untranslated(element)
+            or _letterless(element)
+        ):
             node.end, node.point = self.length, True
             if breaks(element):
                 self.text(BREAK)  # "Zeile<br>Zeile": two words
@@ -79,6 +85,24 @@ class _Builder:
         if words:
             text = " ".join(raw[a:b] for a, b in words)
             segments.append(Segment(text, raw, words, self.slot, self.nodes))
+
+
+def _letterless(element) -> bool:
+    """Whether an inline element is a short text without a letter (a note's mark
+    ``<a>1</a>``, ``<sup>2</sup>``): kept whole as a point, as a model would drop or change
+    it. Only a few elements and characters are read (elements nested 400 deep, each
+    reading all it holds, would read a long page 400 times)."""
+    texts = []
+    for k, node in enumerate(element.iter()):
+        if k >= _MARK_ELEMENTS:
+            return False
+        texts.append(node.text or "")
+        if node is not element:
+            texts.append(node.tail or "")
+        if sum(map(len, texts)) > _MARK_CHARS:
+            return False
+    text = "".join(texts)
+    return bool(text.strip()) and not any(c.isalpha() for c in text)
 
 
 def collect(container, segments: list[Segment], memo: dict | None = None) -> None:
