@@ -95,3 +95,20 @@ def test_a_bad_glossary_is_refused_naming_it(client, glossary, message):
         assert r.status_code == status, r.text
         error = r.json()["error"]  # LibreTranslate's: the message; aiayn's: an object
         assert message in (error if isinstance(error, str) else error["message"])
+
+
+@pytest.mark.parametrize("written", ["Schraube", "SCHRAUBE", "schraube"])
+def test_a_requests_term_replaces_the_servers_however_either_is_written(client, written):
+    """The server's "Schraube" -> "bolt" gives way to the request's term for the same word
+    whatever its case (it lost when its spelling sorted first)."""
+    body = {"q": TEXTS[0], "source": "de", "target": "en", "glossary": {written: "screw"}}
+    r = client.post("/translate", json=body)
+    assert r.status_code == 200, r.text
+    assert "screw" in r.json()["translatedText"] and "bolt" not in r.json()["translatedText"]
+
+
+def test_a_request_giving_one_term_two_targets_is_refused(client):
+    body = {"q": TEXTS[0], "source": "de", "target": "en"}
+    r = client.post("/translate", json={**body, "glossary": {"Haus": "shed", "haus": "hut"}})
+    assert r.status_code == 400, r.text
+    assert '"haus" -> "hut", but "Haus" -> "shed" already' in r.json()["error"]

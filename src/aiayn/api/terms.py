@@ -52,7 +52,7 @@ def glossary_terms(
         )
     if languages is None:
         if len(glossary.pairs) == 1:
-            return Terms(next(iter(glossary.pairs.values())))
+            return glossary.terms(*next(iter(glossary.pairs)))
         raise GlossaryError(
             f"{glossary.name}: the model does not say its languages (run.json), so a glossary "
             "for it holds one language pair"
