@@ -110,3 +110,18 @@ def test_an_engine_without_constraints_fails_or_falls_back_to_torch(translator):
     auto.translate(TEXTS[1:2], scores=False)
     assert engine.calls == 2  # without terms: the engine's
     assert torch.is_tensor(next(translator.model.parameters()))
+
+
+def test_decomposed_text_translates_as_composed_and_finds_its_terms(translator):
+    """An "ä" written as "a" + U+0308 (NFD, as macOS writes file names) is read as "ä": it went to the
+    model as other pieces (another translation) and no term matched it."""
+    nfc, nfd = "Die Bäckerei ist zu.", "Die Ba\u0308ckerei ist zu."
+    assert translator.translate([nfd])[0].tokens == translator.translate([nfc])[0].tokens
+    for text in (nfc, nfd):
+        got = translator.translate([text], glossary={"Bäckerei": "bakery"})[0]
+        assert "bakery" in got.text and got.unmet == ()
+
+
+def test_a_kept_span_comes_back_as_written_even_decomposed(translator):
+    got = translator.translate(["Hallo {Zoe\u0308}."], keep=[r"\{[^{}]*\}"])[0]
+    assert "{Zoe\u0308}" in got.text and got.unmet == ()

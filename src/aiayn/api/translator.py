@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -221,6 +222,10 @@ class Translator(LoadedModel):
         ``Hypothesis.unmet`` names what a translation lacks (only if its length limit came
         first). The ctranslate2 engine has no constraints: such a request is an error, or,
         loaded with ``engine="auto"``, decodes with the torch model.
+
+        Texts are read composed (NFC), as the corpora are written: an "ä" written as "a" and
+        U+0308 (decomposed, NFD, as macOS writes file names) is an "ä" to the model and to
+        the glossary.
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         sampling = decoded_sampling(sampling)
@@ -240,8 +245,11 @@ class Translator(LoadedModel):
             held, beam=beam, nbest=nbest, sampling=sampling, prefixes=prefixes,
             alignment=alignment, scores=scores, early_stop=early_stop,
         )  # fmt: skip
+        # the model reads composed text (NFC), as its corpora were written: "a" + U+0308 is
+        # "ä" (kept spans come from the text as given, verbatim)
+        sources = [unicodedata.normalize("NFC", t) for t in texts]
         out, truncated = decoding.translate_texts(
-            decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
+            decoder, self.tokenizer, sources, beam, lenpen, max_len_offset, nbest,
             early_stop, max_tokens, sampling, first_index, scores, prefixes, held,
         )  # fmt: skip
         cut = set(truncated)
@@ -252,7 +260,7 @@ class Translator(LoadedModel):
 
             # an ensemble's translations are aligned by its first model
             aligner = self.model.members[0] if isinstance(self.model, Ensemble) else self.model
-            ids, _ = decoding.source_ids(self.model, self.tokenizer, texts)
+            ids, _ = decoding.source_ids(self.model, self.tokenizer, sources)
             pairs = [
                 tuple(align(aligner, self.tokenizer, src, list(n_best[0][1].tokens)))
                 if n_best and n_best[0][1].tokens else ()
