@@ -113,8 +113,8 @@ def test_an_engine_without_constraints_fails_or_falls_back_to_torch(translator):
 
 
 def test_decomposed_text_translates_as_composed_and_finds_its_terms(translator):
-    """An "ä" written as "a" + U+0308 (NFD, as macOS writes file names) is read as "ä": it went to the
-    model as other pieces (another translation) and no term matched it."""
+    """An "ä" written as "a" + U+0308 (NFD, as macOS writes file names) is read as "ä": it
+    went to the model as other pieces (another translation) and no term matched it."""
     nfc, nfd = "Die Bäckerei ist zu.", "Die Ba\u0308ckerei ist zu."
     assert translator.translate([nfd])[0].tokens == translator.translate([nfc])[0].tokens
     for text in (nfc, nfd):
