@@ -162,3 +162,31 @@ def test_terms_match_whatever_the_texts_unicode_composition():
 def test_a_match_whose_lower_case_is_not_the_terms_still_finds_its_target(term, text):
     """re's case folding matches "ſ" to "s" and "İ" to "i", whose lower() differs: KeyError."""
     assert [m.target for m in Terms({term: "x"}).find(f"{text} da")] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        (
+            "Hallo {{name}}, {{{raw}}} {% if x %} {{ user.name | upper }}",
+            ["{{name}}", "{{{raw}}}", "{% if x %}", "{{ user.name | upper }}"],
+        ),
+        (
+            "Datei %1$s von %2$d, %ld Bytes, %lu, %@ und %{count}",
+            ["%1$s", "%2$d", "%ld", "%lu", "%@", "%{count}"],
+        ),
+        (
+            "{user.name}, {0[key]} und {count, number}",
+            ["{user.name}", "{0[key]}", "{count, number}"],
+        ),
+        (
+            "Siehe https://example.com/a?b=1&c=2. Oder (www.example.de/x), an info@example.de!",
+            ["https://example.com/a?b=1&c=2", "www.example.de/x", "info@example.de"],
+        ),
+        ("10 % der Summe, 50 % o., 100%sicher, E-Mail @alice, 5 $ mal %%", []),
+    ],
+)
+def test_templates_positional_printf_urls_and_mail_addresses_are_kept_whole(text, spans):
+    """{{name}} was kept as "{name}" inside braces that were translated away; %1$s, %ld,
+    %@ and %{count} were not found at all, nor URLs and e-mail addresses."""
+    assert [m.source for m in placeholders(text)] == spans

@@ -26,15 +26,21 @@ from pathlib import Path
 
 from aiayn.errors import UserError
 
-# Placeholders of format strings and templates: printf (%s, %d, %(name)s), Python's
-# str.format ({}, {0}, {name}, {0:.2f}), shell and template variables ($VAR, ${VAR}) and
-# self-closing tags (<x/>, <br id="1"/>).
+# Placeholders of format strings and templates: printf (%s, %d, %ld, %1$s, %(name)s, %@),
+# Ruby's %{name}, Python's str.format ({}, {0}, {name}, {0:.2f}, {user.name}) and ICU's
+# {count, number}, Mustache/Jinja ({{name}}, {{{raw}}}, {% tag %}), shell and template
+# variables ($VAR, ${VAR}), self-closing tags (<x/>, <br id="1"/>); and what is never
+# translated: URLs and e-mail addresses.
+_PRINTF = r"[-#0+']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
 PLACEHOLDERS: tuple[str, ...] = (
-    r"%\(\w+\)[-#0+]*\d*(?:\.\d+)?[sdifxXeEgGcr]",
-    r"%[-#0+]*\d*(?:\.\d+)?[sdifxXeEgGc](?!\w)",
-    r"\{\w*(?:[!:][^{}\s]*)?\}",
+    r"%\(\w+\)" + _PRINTF + r"|%\{\w+\}",
+    r"%(?:\d+\$)?" + _PRINTF + r"(?!\w)",
+    r"\{\w*(?:\.\w+|\[\w+\])*(?:[!:][^{}\s]*)?\}|\{\w+,\s*\w+(?:,\s*\w+)?\}",
+    r"\{\{\{[^{}]*\}\}\}|\{\{[^{}]*\}\}|\{%[^{}]*%\}",
     r"\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*",
     r"<[A-Za-z][\w:.-]*(?:\s[^<>]*)?/>",
+    r"\b(?:https?://|ftp://|www\.)[^\s<>\"'{}]*[^\s<>\"'{}.,;:!?)\]]",
+    r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
 )
 _PAIR = re.compile(r"^([A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)_([A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)$")
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$")
