@@ -182,7 +182,7 @@ def test_a_catalogue_declaring_another_charset_is_written_back_in_utf8(tmp_path)
 
 
 def test_positional_printf_placeholders_are_placeholders():
-    """C-format's positional arguments ("%1$s", common in catalogues) was read as words."""
+    """C-format's positional arguments ("%1$s", common in catalogues) were read as words."""
     text = 'msgid "Datei %1$s von %2$d gelöscht."\nmsgstr ""\n'
     opened = documents.read(text.encode(), "de.po")
     from aiayn.data.markup import Sentences
