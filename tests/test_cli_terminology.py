@@ -71,3 +71,10 @@ def test_serve_refuses_a_bad_glossary_before_loading(model_dirs, tmp_path, capsy
     code = main(["serve", str(model_dirs["translator"]), "--glossary", str(path), "--port", "0"])
     assert code != 0
     assert "g.tsv: line 1: the first line names the languages" in capsys.readouterr().err
+
+
+def test_serve_help_names_the_keep_flags(capsys):
+    """Their help holds "%s" and "%(name)s", which argparse formats: escaped, or --help fails."""
+    assert main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--keep-placeholders" in out and "%(name)s" in out

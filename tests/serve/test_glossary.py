@@ -112,3 +112,42 @@ def test_a_request_giving_one_term_two_targets_is_refused(client):
     r = client.post("/translate", json={**body, "glossary": {"Haus": "shed", "haus": "hut"}})
     assert r.status_code == 400, r.text
     assert '"haus" -> "hut", but "Haus" -> "shed" already' in r.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def keeping(model_dirs):
+    with make_client(
+        {"de-en": model_dirs["translator"]}, keep_placeholders=True, keep=r"ACME\w*"
+    ) as c:
+        wait_ready(c)
+        yield c
+
+
+def test_the_server_keeps_placeholders_on_every_route(keeping):
+    """``aiayn serve --keep-placeholders --keep REGEX``: a LibreTranslate client sending UI
+    strings got "Date % are sufficient." for "Datei %s gelöscht." (the server had no way to
+    keep them)."""
+    texts = ["Datei %s gelöscht.", "Hallo {{name}}, ACMEdrive ist da."]
+    spans = [["%s"], ["{{name}}", "ACMEdrive"]]
+    r = keeping.post("/translate", json={"q": texts, "source": "de", "target": "en"})
+    assert r.status_code == 200, r.text
+    for out, kept in zip(r.json()["translatedText"], spans, strict=True):
+        assert all(s in out for s in kept), out
+    r = keeping.post("/v1/translate", json={"text": texts[1]})
+    assert all(s in r.json()["translations"][0]["text"] for s in spans[1]), r.text
+    body = {"q": f"<p>{texts[0]}</p>", "source": "de", "target": "en", "format": "html"}
+    r = keeping.post("/translate", json=body)
+    assert "%s" in r.json()["translatedText"], r.text
+    upload = {"file": ("note.txt", texts[1].encode(), "text/plain")}
+    r = keeping.post("/translate_file", data={"source": "de", "target": "en"}, files=upload)
+    assert r.status_code == 200, r.text
+    url = r.json()["translatedFileUrl"]
+    out = keeping.get(url[url.index("/download_file/") :]).text
+    assert all(s in out for s in spans[1]), out
+
+
+def test_a_bad_keep_expression_is_refused_naming_it():
+    from aiayn.serve.config import ServeConfig
+
+    with pytest.raises(ValueError, match=r"keep: '\(x' is not a regular expression"):
+        ServeConfig(keep="(x")

@@ -42,6 +42,7 @@ def add_serve(sub) -> None:
     aliases = {"max_chars": ["--char-limit"], "max_texts": ["--batch-limit"]}  # LibreTranslate's
     for name, (default, text) in ServeConfig.flags().items():
         flags = ["--" + name.replace("_", "-"), *aliases.get(name, [])]
+        text = text.replace("%", "%%")  # argparse formats help with %
         if isinstance(default, bool):  # a switch
             p.add_argument(*flags, dest=name, action="store_true", help=text)
         else:

@@ -340,7 +340,12 @@ async def _translate(
             model,
             texts[start : start + config.max_batch],
             lambda items: model.translate(
-                items, scores=False, alignment=aligned, glossary=terms, **options
+                items,
+                scores=False,
+                alignment=aligned,
+                glossary=terms,
+                keep=config.kept,
+                **options,
             ),
             key,
         )

@@ -161,6 +161,7 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
                 scores=False,
                 prefix=prefixes(req.prefix, items),
                 glossary=terms,
+                keep=config.kept,
                 **options,
             ),
             ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
@@ -265,7 +266,7 @@ async def _translate_html(
             model,
             sentences.texts,
             lambda items: model.translate(
-                items, scores=False, alignment=True, glossary=terms, **options
+                items, scores=False, alignment=True, glossary=terms, keep=config.kept, **options
             ),
             ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )

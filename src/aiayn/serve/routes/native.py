@@ -84,6 +84,7 @@ async def translate(req: s.TranslateRequest, request: Request, registry: Models,
             scores=not greedy,
             prefix=prefixes(req.prefix, items),
             glossary=terms,
+            keep=registry.config.kept,
             **options,
         ),  # fmt: skip
         ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
