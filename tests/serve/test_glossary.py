@@ -151,3 +151,22 @@ def test_a_bad_keep_expression_is_refused_naming_it():
 
     with pytest.raises(ValueError, match=r"keep: '\(x' is not a regular expression"):
         ServeConfig(keep="(x")
+
+
+def test_a_ctranslate2_server_names_itself_when_asked_for_terms(model_dirs, tmp_path):
+    """Its answer told the client to "decode with engine 'torch'", which no client can do."""
+    pytest.importorskip("ctranslate2")
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    path = model_dirs["translator"]
+    spec = ModelSpec(path, "de-en", engine="ctranslate2", cache_dir=tmp_path)
+    with TestClient(create_app([spec], ServeConfig(), background=False)) as c:
+        body = {"q": TEXTS[0], "source": "de", "target": "en"}
+        assert c.post("/translate", json=body).status_code == 200
+        r = c.post("/translate", json={**body, "glossary": {"Schraube": "bolt"}})
+        assert r.status_code == 400, r.text
+        assert "aiayn serve --engine ctranslate2" in r.json()["error"]

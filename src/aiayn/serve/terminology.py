@@ -28,6 +28,13 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
         server = glossary.table(*pair) if served else {}
     except GlossaryError as e:
         raise ServeError(500, f"the server's glossary: {e}", "glossary") from None
+    if model.engines["other"] == "ctranslate2":  # aiayn serve --engine ctranslate2
+        raise ServeError(
+            422,
+            "glossary: this server decodes with CTranslate2 (aiayn serve --engine ctranslate2), "
+            "which has no constrained search: it takes no glossary",
+            "glossary",
+        )
     own = _given(given)
     replaced = {term_key(s) for s in own}
     table = {s: t for s, t in server.items() if term_key(s) not in replaced}
