@@ -125,3 +125,18 @@ def test_decomposed_text_translates_as_composed_and_finds_its_terms(translator):
 def test_a_kept_span_comes_back_as_written_even_decomposed(translator):
     got = translator.translate(["Hallo {Zoe\u0308}."], keep=[r"\{[^{}]*\}"])[0]
     assert "{Zoe\u0308}" in got.text and got.unmet == ()
+
+
+def test_a_term_inside_a_kept_span_asks_for_no_target():
+    """A word in a kept span ("Name" in "{Name}", "Haus" in a URL) is not translated: its
+    target was forced into the translation beside the span ("Keep {Name} label.")."""
+    from aiayn.api.terms import text_constraints
+    from aiayn.data.terminology import Terms
+
+    terms = Terms({"Name": "label", "Haus": "building"})
+    texts = ["Hallo {Name}, dein Name.", "Siehe https://example.com/Haus, ein Ha\u0308us."]
+    held = text_constraints(texts, terms, None, aiayn.PLACEHOLDERS)
+    assert held == [
+        [Held("label"), Held("{Name}")],
+        [Held("https://example.com/Haus")],
+    ]

@@ -4,6 +4,7 @@ and as the target tokens the constrained search places (``aiayn.infer.constraine
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -85,7 +86,7 @@ def text_constraints(
     for i, text in enumerate(texts):
         held = [Held(c.strip()) for c in constraints[i]] if constraints is not None else []
         if terms is not None:
-            held += [Held(m.target) for m in terms.find(text)]
+            held += [Held(m.target) for m in _terms_outside_kept(terms, text, patterns)]
         if patterns:
             held += [
                 Held(m.target, m.start > 0 and not text[m.start - 1].isspace())
@@ -93,6 +94,17 @@ def text_constraints(
             ]
         out.append(held)
     return out if any(out) else None
+
+
+def _terms_outside_kept(terms: Terms, text: str, patterns: Sequence[str]):
+    """The glossary's terms in ``text`` less those inside a span kept verbatim ("Name" in
+    "{Name}", "Haus" in a URL): such a span is not translated, so its words ask for no
+    target (positions in the composed text, where ``Terms.find`` matches)."""
+    found = terms.find(text)
+    if not found or not patterns:
+        return found
+    kept = placeholders(unicodedata.normalize("NFC", text), patterns)
+    return [m for m in found if not any(k.start < m.end and m.start < k.end for k in kept)]
 
 
 def constraint_ids(tokenizer, held: Sequence[Held]) -> list[list[int]]:
