@@ -170,3 +170,18 @@ def test_a_ctranslate2_server_names_itself_when_asked_for_terms(model_dirs, tmp_
         r = c.post("/translate", json={**body, "glossary": {"Schraube": "bolt"}})
         assert r.status_code == 400, r.text
         assert "aiayn serve --engine ctranslate2" in r.json()["error"]
+
+
+def test_a_server_glossary_giving_a_term_two_targets_is_named_with_its_line(model_dirs, tmp_path):
+    """Its last line silently won; the pair a model does not use (en_de: bolt <- Schraube,
+    Bolzen) is no error."""
+    path = tmp_path / "terms.tsv"
+    path.write_text("de\ten\nSchraube\tbolt\nBolzen\tbolt\nschraube\tscrew\n")
+    with make_client({"de-en": model_dirs["translator"]}, glossary=str(path)) as c:
+        wait_ready(c)
+        r = c.post("/translate", json={"q": TEXTS[0], "source": "de", "target": "en"})
+        assert r.status_code == 500, r.text
+        assert (
+            'terms.tsv: line 4: "schraube" -> "screw", but "Schraube" -> "bolt"'
+            in r.json()["error"]
+        )
