@@ -190,3 +190,11 @@ def test_templates_positional_printf_urls_and_mail_addresses_are_kept_whole(text
     """{{name}} was kept as "{name}" inside braces that were translated away; %1$s, %ld,
     %@ and %{count} were not found at all, nor URLs and e-mail addresses."""
     assert [m.source for m in placeholders(text)] == spans
+
+
+def test_a_multi_word_term_matches_whatever_whitespace_is_between_its_words():
+    """A no-break space ("z. B.", "10 kg" are written with one) or a line break between the
+    words of a term hid it."""
+    terms = Terms({"z. B.": "e.g.", "neues Betriebssystem": "new OS"})
+    text = "z.\u00a0B. ein neues\nBetriebssystem, kein neues  Betriebssystem."
+    assert [m.target for m in terms.find(text)] == ["e.g.", "new OS", "new OS"]

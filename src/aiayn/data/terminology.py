@@ -225,9 +225,15 @@ def term_table(terms: Mapping, where: str) -> dict[str, str]:
 
 
 def term_key(term: str) -> str:
-    """What a source term is matched as: composed (NFC: "a" + U+0308 is "ä") and lower case,
-    so terms that differ only there are one term."""
-    return unicodedata.normalize("NFC", term).lower()
+    """What a source term is matched as: composed (NFC: "a" + U+0308 is "ä"), lower case,
+    its words one space apart (a no-break space, a line break or two spaces between them are
+    one), so terms that differ only there are one term."""
+    return " ".join(unicodedata.normalize("NFC", term).lower().split())
+
+
+def _term_pattern(key: str) -> str:
+    """The expression of a term's ``key``: its words, any whitespace between them."""
+    return r"\s+".join(re.escape(word) for word in key.split(" "))
 
 
 def _add(table: dict[str, str], keys: dict[str, str], source: str, target: str, where: str):
@@ -275,15 +281,17 @@ class Match:
 
 
 class Terms:
-    """Source terms and their targets, matched in texts ignoring case and composition (NFC),
-    on word boundaries, the longest first."""
+    """Source terms and their targets, matched in texts ignoring case, composition (NFC) and
+    the kind and length of whitespace between a term's words, on word boundaries, the
+    longest first."""
 
     def __init__(self, table: Mapping[str, str]):
         self.targets = {term_key(s): t for s, t in table.items()}
         ordered = sorted(self.targets, key=len, reverse=True)
         self.pattern = (
             re.compile(
-                r"(?<!\w)(?:" + "|".join(re.escape(s) for s in ordered) + r")(?!\w)", re.IGNORECASE
+                r"(?<!\w)(?:" + "|".join(_term_pattern(s) for s in ordered) + r")(?!\w)",
+                re.IGNORECASE,
             )
             if ordered
             else None
@@ -304,11 +312,13 @@ class Terms:
         """The target of the term the expression matched as ``found``: a character's lower
         case is not always what the expression's case folding took ("ſ" is an "s"; "İ" an
         "i"), so a miss looks for the term that matches it whole."""
-        target = self.targets.get(found.lower())
+        target = self.targets.get(term_key(found))
         if target is not None:
             return target
         return next(
-            t for s, t in self.targets.items() if re.fullmatch(re.escape(s), found, re.IGNORECASE)
+            t
+            for s, t in self.targets.items()
+            if re.fullmatch(_term_pattern(s), found, re.IGNORECASE)
         )
 
 
