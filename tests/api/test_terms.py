@@ -140,3 +140,23 @@ def test_a_term_inside_a_kept_span_asks_for_no_target():
         [Held("label"), Held("{Name}")],
         [Held("https://example.com/Haus")],
     ]
+
+
+def test_a_term_the_prefix_holds_is_not_placed_again():
+    """The search places constraints after the prefix: "The bolt" as the prefix of a text
+    with "Schraube" -> "bolt" gave "The bolt is bolt."."""
+    from aiayn.api.terms import less_prefix
+
+    wanted = [[Held("bolt"), Held("bolt"), Held("%s", True)], [Held("bolt")], [Held("bolt")]]
+    prefixes = ["The bolt", "", "The bolted"]
+    assert less_prefix(wanted, prefixes) == [
+        [Held("bolt"), Held("%s", True)],
+        [Held("bolt")],
+        [Held("bolt")],
+    ]
+
+
+def test_a_prefix_holding_every_term_decodes_as_without_them(translator):
+    got = translator.translate(TEXTS[:1], beam=2, prefix=["The bolt"], glossary=GLOSSARY)[0]
+    plain = translator.translate(TEXTS[:1], beam=2, prefix=["The bolt"])[0]
+    assert got.tokens == plain.tokens and got.unmet == ()

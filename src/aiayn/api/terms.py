@@ -4,7 +4,9 @@ and as the target tokens the constrained search places (``aiayn.infer.constraine
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -116,4 +118,26 @@ def constraint_ids(tokenizer, held: Sequence[Held]) -> list[list[int]]:
         if h.attached and len(ids) > 1 and tokenizer.id_to_piece(ids[0]) == "\u2581":
             ids = ids[1:]
         out.append(ids)
+    return out
+
+
+def less_prefix(wanted: list[list[Held]], prefixes: Sequence[str]) -> list[list[Held]]:
+    """``wanted`` (per text) less what each text's prefix already holds: the search places
+    its constraints after the prefix, so a term the prefix holds ("The bolt" for "bolt") was
+    placed a second time ("The bolt is bolt."). Each occurrence in a prefix meets one, as a
+    whole word where the string begins or ends with a letter or digit."""
+    out = []
+    for held, prefix in zip(wanted, prefixes, strict=True):
+        left = Counter()
+        for h in dict.fromkeys(held):
+            head = r"(?<!\w)" if h.text[:1].isalnum() else ""
+            tail = r"(?!\w)" if h.text[-1:].isalnum() else ""
+            left[h] = len(re.findall(head + re.escape(h.text) + tail, prefix)) if prefix else 0
+        kept = []
+        for h in held:
+            if left[h] > 0:
+                left[h] -= 1
+            else:
+                kept.append(h)
+        out.append(kept)
     return out

@@ -15,7 +15,13 @@ from aiayn.api.device import placement
 from aiayn.api.engine import needs_torch, resolve_engine
 from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
-from aiayn.api.terms import GlossaryLike, constraint_ids, glossary_terms, text_constraints
+from aiayn.api.terms import (
+    GlossaryLike,
+    constraint_ids,
+    glossary_terms,
+    less_prefix,
+    text_constraints,
+)
 from aiayn.data.batching import pad
 from aiayn.documents import Limits
 from aiayn.errors import OptionError, UserError
@@ -218,7 +224,8 @@ class Translator(LoadedModel):
         boundaries, the longest first); ``constraints`` (one list of target strings per
         text); ``keep`` (regular expressions, e.g. ``aiayn.PLACEHOLDERS``): the spans of a
         text they match, kept verbatim. A text with any decodes with constrained beam search
-        (``beam`` at least 4, greedy and sampling requests too); the others as without.
+        (``beam`` at least 4, greedy and sampling requests too); the others as without. A
+        term a ``prefix`` holds is met (not placed again after it).
         ``Hypothesis.unmet`` names what a translation lacks (only if its length limit came
         first). The ctranslate2 engine has no constraints: such a request is an error, or,
         loaded with ``engine="auto"``, decodes with the torch model.
@@ -240,6 +247,9 @@ class Translator(LoadedModel):
         wanted = text_constraints(
             texts, glossary_terms(glossary, self.languages), constraints, keep
         )
+        if wanted is not None and prefixes is not None:
+            wanted = less_prefix(wanted, prefixes)  # a term the prefix holds is met
+            wanted = wanted if any(wanted) else None
         held = None if wanted is None else [constraint_ids(self.tokenizer, w) for w in wanted]
         decoder = self._decoder_for(
             held, beam=beam, nbest=nbest, sampling=sampling, prefixes=prefixes,
