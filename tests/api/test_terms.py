@@ -160,3 +160,21 @@ def test_a_prefix_holding_every_term_decodes_as_without_them(translator):
     got = translator.translate(TEXTS[:1], beam=2, prefix=["The bolt"], glossary=GLOSSARY)[0]
     plain = translator.translate(TEXTS[:1], beam=2, prefix=["The bolt"])[0]
     assert got.tokens == plain.tokens and got.unmet == ()
+
+
+def test_a_placeholders_pieces_are_banned_outside_it_where_the_text_has_none(translator):
+    """A stray "%" or "<" the model wrote beside the kept "%s" or "<x/>" ("Date %%%s",
+    "Capters < <x/>.") is banned; a "%" the text has outside a placeholder stays free."""
+    from aiayn.api.terms import stray_sigils
+    from aiayn.infer.translate import sigil_tokens
+
+    assert stray_sigils("Datei %s gelöscht.", [Held("%s", False)]) == {"%"}
+    assert stray_sigils("50 % von %s", [Held("%s", False)]) == set()
+    assert stray_sigils("Ein <x/> da", [Held("<x/>", False)]) == {"<", ">"}
+    assert stray_sigils("Die Schraube", [Held("bolt")]) == set()
+    tok = translator.tokenizer
+    sigils = sigil_tokens(tok)
+    (percent,) = [t for t in tok.encode(["%"])[0] if tok.id_to_piece(t) != "\u2581"]
+    assert percent in sigils["%"]
+    specials = {translator.config.bos_id, translator.config.eos_id, translator.config.pad_id}
+    assert not specials & (sigils["<"] | sigils[">"])

@@ -141,3 +141,19 @@ def less_prefix(wanted: list[list[Held]], prefixes: Sequence[str]) -> list[list[
                 kept.append(h)
         out.append(kept)
     return out
+
+
+def stray_sigils(text: str, held: Sequence[Held]) -> set[str]:
+    """The characters placeholders are made of (``SIGILS``: ``%{}$<>``) that the strings
+    ``held`` in ``text`` hold and the rest of ``text`` does not: a translation may write them
+    only inside those strings (a lone "%" beside the "%s" kept would be read as a
+    conversion). "50 % von %s" keeps "%" free."""
+    from aiayn.infer.translate import SIGILS
+
+    sigils = {c for h in held for c in h.text if c in SIGILS}
+    if not sigils:
+        return set()
+    rest = text
+    for h in held:
+        rest = rest.replace(h.text, " ", 1)
+    return {c for c in sigils if c not in rest}

@@ -20,6 +20,7 @@ from aiayn.api.terms import (
     constraint_ids,
     glossary_terms,
     less_prefix,
+    stray_sigils,
     text_constraints,
 )
 from aiayn.data.batching import pad
@@ -251,6 +252,13 @@ class Translator(LoadedModel):
             wanted = less_prefix(wanted, prefixes)  # a term the prefix holds is met
             wanted = wanted if any(wanted) else None
         held = None if wanted is None else [constraint_ids(self.tokenizer, w) for w in wanted]
+        banned = None
+        if wanted is not None:  # a placeholder's pieces nowhere but in it
+            sigils = decoding.sigil_tokens(self.tokenizer)
+            banned = [
+                frozenset().union(*(sigils[c] for c in stray_sigils(t, w)))
+                for t, w in zip(texts, wanted, strict=True)
+            ]
         decoder = self._decoder_for(
             held, beam=beam, nbest=nbest, sampling=sampling, prefixes=prefixes,
             alignment=alignment, scores=scores, early_stop=early_stop,
@@ -260,7 +268,7 @@ class Translator(LoadedModel):
         sources = [unicodedata.normalize("NFC", t) for t in texts]
         out, truncated = decoding.translate_texts(
             decoder, self.tokenizer, sources, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index, scores, prefixes, held,
+            early_stop, max_tokens, sampling, first_index, scores, prefixes, held, banned,
         )  # fmt: skip
         cut = set(truncated)
         pairs: list = [None] * len(out)
