@@ -185,3 +185,15 @@ def test_a_server_glossary_giving_a_term_two_targets_is_named_with_its_line(mode
             'terms.tsv: line 4: "schraube" -> "screw", but "Schraube" -> "bolt"'
             in r.json()["error"]
         )
+
+
+def test_a_documents_request_glossary_is_used_not_ignored(client):
+    """/translate_file took no glossary: a client's terms were silently dropped there."""
+    upload = {"file": ("note.txt", TEXTS[1].encode(), "text/plain")}
+    form = {"source": "de", "target": "en", "glossary": '{"Haus": "shed"}'}
+    r = client.post("/translate_file", data=form, files=upload)
+    assert r.status_code == 200, r.text
+    url = r.json()["translatedFileUrl"]
+    assert "shed" in client.get(url[url.index("/download_file/") :]).text
+    r = client.post("/translate_file", data={**form, "glossary": '{"Haus": ""}'}, files=upload)
+    assert r.status_code == 400 and "glossary" in r.json()["error"], r.text
