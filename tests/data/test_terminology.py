@@ -198,3 +198,9 @@ def test_a_multi_word_term_matches_whatever_whitespace_is_between_its_words():
     terms = Terms({"z. B.": "e.g.", "neues Betriebssystem": "new OS"})
     text = "z.\u00a0B. ein neues\nBetriebssystem, kein neues  Betriebssystem."
     assert [m.target for m in terms.find(text)] == ["e.g.", "new OS", "new OS"]
+
+
+def test_a_term_with_a_capital_whose_lower_case_is_longer_still_matches():
+    """ "İstanbul" lower-cased is "i̇stanbul" (an "i" and a dot above), which the text's
+    "İstanbul" never matched."""
+    assert [m.target for m in Terms({"İstanbul": "Istanbul"}).find("In İstanbul.")] == ["Istanbul"]

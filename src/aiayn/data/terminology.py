@@ -231,9 +231,9 @@ def term_key(term: str) -> str:
     return " ".join(unicodedata.normalize("NFC", term).lower().split())
 
 
-def _term_pattern(key: str) -> str:
-    """The expression of a term's ``key``: its words, any whitespace between them."""
-    return r"\s+".join(re.escape(word) for word in key.split(" "))
+def _term_pattern(term: str) -> str:
+    """The expression of a term: its words, any whitespace between them."""
+    return r"\s+".join(re.escape(word) for word in term.split())
 
 
 def _add(table: dict[str, str], keys: dict[str, str], source: str, target: str, where: str):
@@ -287,7 +287,10 @@ class Terms:
 
     def __init__(self, table: Mapping[str, str]):
         self.targets = {term_key(s): t for s, t in table.items()}
-        ordered = sorted(self.targets, key=len, reverse=True)
+        # matched as written (composed), case folded by the expression: a lower-cased "İ" is
+        # two characters ("i" and a dot above) that the text's "İ" is not
+        self._written = {term_key(s): unicodedata.normalize("NFC", s) for s in table}
+        ordered = sorted(self._written.values(), key=len, reverse=True)
         self.pattern = (
             re.compile(
                 r"(?<!\w)(?:" + "|".join(_term_pattern(s) for s in ordered) + r")(?!\w)",
@@ -316,8 +319,8 @@ class Terms:
         if target is not None:
             return target
         return next(
-            t
-            for s, t in self.targets.items()
+            self.targets[key]
+            for key, s in self._written.items()
             if re.fullmatch(_term_pattern(s), found, re.IGNORECASE)
         )
 
