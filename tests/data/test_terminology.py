@@ -201,6 +201,6 @@ def test_a_multi_word_term_matches_whatever_whitespace_is_between_its_words():
 
 
 def test_a_term_with_a_capital_whose_lower_case_is_longer_still_matches():
-    """ "İstanbul" lower-cased is "i̇stanbul" (an "i" and a dot above), which the text's
+    """Lower-cased, "İstanbul" is "i̇stanbul" (an "i" and a dot above), which the text's
     "İstanbul" never matched."""
     assert [m.target for m in Terms({"İstanbul": "Istanbul"}).find("In İstanbul.")] == ["Istanbul"]
