@@ -151,7 +151,7 @@ def test_tsv_lines_are_read_as_written(tmp_path):
 
 
 def test_terms_match_whatever_the_texts_unicode_composition():
-    """ "ä" may be one character (NFC) or "a" + U+0308 (NFD, as macOS writes file names):
+    """An "ä" may be one character (NFC) or "a" + U+0308 (NFD, as macOS writes file names):
     the same word either way, in the text and in the glossary."""
     nfc, nfd = "B\u00e4ckerei", "Ba\u0308ckerei"
     for term, text in ((nfc, nfd), (nfd, nfc)):
