@@ -197,3 +197,15 @@ def test_a_documents_request_glossary_is_used_not_ignored(client):
     assert "shed" in client.get(url[url.index("/download_file/") :]).text
     r = client.post("/translate_file", data={**form, "glossary": '{"Haus": ""}'}, files=upload)
     assert r.status_code == 400 and "glossary" in r.json()["error"], r.text
+
+
+def test_v1_translate_names_what_a_translation_lacks(client):
+    """Hypothesis.unmet reached no client: a term cut off by the length limit went unsaid."""
+    long = "sunshine and rain and snow and wind and hail"
+    body = {"text": "Schraube", "glossary": {"Schraube": long}, "max_len_offset": 1}
+    r = client.post("/v1/translate", json=body)
+    assert r.status_code == 200, r.text
+    (t,) = r.json()["translations"]
+    assert t["unmet"] == [long] and long not in t["text"]
+    r = client.post("/v1/translate", json={"text": TEXTS[0], "beam": 2})
+    assert r.json()["translations"][0]["unmet"] == []

@@ -99,6 +99,7 @@ async def translate(req: s.TranslateRequest, request: Request, registry: Models,
             score=None if greedy else t.score,
             nbest=[hypothesis(h) for h in t.hypotheses],
             alignment=list(t.alignment) if t.alignment is not None else None,
+            unmet=list(t.unmet),
         )
         for t in results
     ]
