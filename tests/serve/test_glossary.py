@@ -172,19 +172,31 @@ def test_a_ctranslate2_server_names_itself_when_asked_for_terms(model_dirs, tmp_
         assert "aiayn serve --engine ctranslate2" in r.json()["error"]
 
 
-def test_a_server_glossary_giving_a_term_two_targets_is_named_with_its_line(model_dirs, tmp_path):
-    """Its last line silently won; the pair a model does not use (en_de: bolt <- Schraube,
-    Bolzen) is no error."""
+def test_a_server_glossary_giving_a_term_two_targets_fails_the_start_naming_its_line(
+    model_dirs, tmp_path
+):
+    """Its last line silently won; now the models do not load, and every request says why
+    (aiayn serve stops with it). A pair no model uses (en_de: bolt <- Schraube, Bolzen) is
+    no error."""
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
     path = tmp_path / "terms.tsv"
+    path.write_text("de\ten\nSchraube\tbolt\nBolzen\tbolt\n")
+    spec = ModelSpec(model_dirs["translator"], "de-en")
+    config = ServeConfig(glossary=str(path))
+    with TestClient(create_app([spec], config, background=False)) as c:
+        assert c.get("/health").status_code == 200
     path.write_text("de\ten\nSchraube\tbolt\nBolzen\tbolt\nschraube\tscrew\n")
-    with make_client({"de-en": model_dirs["translator"]}, glossary=str(path)) as c:
-        wait_ready(c)
+    with TestClient(create_app([spec], config, background=False)) as c:
+        assert c.get("/health").status_code != 200
         r = c.post("/translate", json={"q": TEXTS[0], "source": "de", "target": "en"})
         assert r.status_code == 500, r.text
-        assert (
-            'terms.tsv: line 4: "schraube" -> "screw", but "Schraube" -> "bolt"'
-            in r.json()["error"]
-        )
+        expected = 'terms.tsv: line 4: "schraube" -> "screw", but "Schraube" -> "bolt"'
+        assert "failed to load" in r.json()["error"] and expected in r.json()["error"]
 
 
 def test_a_documents_request_glossary_is_used_not_ignored(client):

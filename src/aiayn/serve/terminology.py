@@ -42,6 +42,15 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
     return _terms(tuple(sorted(table.items())))
 
 
+def check_glossary(glossary: Glossary, model: ServedModel) -> None:
+    """The server's ``glossary`` usable for ``model``'s languages (a term given two targets
+    there fails the start, naming its file and line); other pairs are not its concern."""
+    if model.is_translator and model.languages:
+        pair = tuple(code.lower() for code in model.languages)
+        if pair in glossary.pairs:
+            glossary.table(*pair)
+
+
 def _given(given: Mapping) -> dict[str, str]:
     try:
         return term_table(given, "glossary")
