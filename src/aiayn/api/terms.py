@@ -20,6 +20,7 @@ from aiayn.data.terminology import (
     term_table,
 )
 from aiayn.errors import OptionError
+from aiayn.infer.translate import SIGILS
 
 GlossaryLike = Glossary | Terms | Mapping | str | Path
 
@@ -148,8 +149,6 @@ def stray_sigils(text: str, held: Sequence[Held]) -> set[str]:
     ``held`` in ``text`` hold and the rest of ``text`` does not: a translation may write them
     only inside those strings (a lone "%" beside the "%s" kept would be read as a
     conversion). "50 % von %s" keeps "%" free."""
-    from aiayn.infer.translate import SIGILS
-
     sigils = {c for h in held for c in h.text if c in SIGILS}
     if not sigils:
         return set()
