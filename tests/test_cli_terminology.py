@@ -71,3 +71,21 @@ def test_serve_refuses_a_bad_glossary_before_loading(model_dirs, tmp_path, capsy
     code = main(["serve", str(model_dirs["translator"]), "--glossary", str(path), "--port", "0"])
     assert code != 0
     assert "g.tsv: line 1: the first line names the languages" in capsys.readouterr().err
+
+
+def test_serve_help_names_the_keep_flags(capsys):
+    """Their help holds "%s" and "%(name)s", which argparse formats: escaped, or --help fails."""
+    assert main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--keep-placeholders" in out and "%(name)s" in out
+
+
+@pytest.mark.parametrize("flags", [["--keep-placeholders"], ["--glossary", "g.json"]])
+def test_serve_with_ctranslate2_refuses_terms_before_loading(model_dirs, tmp_path, capsys, flags):  # noqa: F811
+    """Every request holding a term would have been refused, each with advice for a client."""
+    (tmp_path / "g.json").write_text('{"de_en": {"Schraube": "bolt"}}')
+    flags = [str(tmp_path / f) if f.endswith(".json") else f for f in flags]
+    args = ["serve", str(model_dirs["translator"]), "--engine", "ctranslate2", *flags]
+    # an address no socket binds: a server that started anyway stops at once
+    assert main([*args, "--host", "256.0.0.1", "--port", "0"]) != 0
+    assert "CTranslate2 has no constrained search" in capsys.readouterr().err

@@ -110,3 +110,71 @@ def test_an_engine_without_constraints_fails_or_falls_back_to_torch(translator):
     auto.translate(TEXTS[1:2], scores=False)
     assert engine.calls == 2  # without terms: the engine's
     assert torch.is_tensor(next(translator.model.parameters()))
+
+
+def test_decomposed_text_translates_as_composed_and_finds_its_terms(translator):
+    """An "ä" written as "a" + U+0308 (NFD, as macOS writes file names) is read as "ä": it
+    went to the model as other pieces (another translation) and no term matched it."""
+    nfc, nfd = "Die Bäckerei ist zu.", "Die Ba\u0308ckerei ist zu."
+    assert translator.translate([nfd])[0].tokens == translator.translate([nfc])[0].tokens
+    for text in (nfc, nfd):
+        got = translator.translate([text], glossary={"Bäckerei": "bakery"})[0]
+        assert "bakery" in got.text and got.unmet == ()
+
+
+def test_a_kept_span_comes_back_as_written_even_decomposed(translator):
+    got = translator.translate(["Hallo {Zoe\u0308}."], keep=[r"\{[^{}]*\}"])[0]
+    assert "{Zoe\u0308}" in got.text and got.unmet == ()
+
+
+def test_a_term_inside_a_kept_span_asks_for_no_target():
+    """A word in a kept span ("Name" in "{Name}", "Haus" in a URL) is not translated: its
+    target was forced into the translation beside the span ("Keep {Name} label.")."""
+    from aiayn.api.terms import text_constraints
+    from aiayn.data.terminology import Terms
+
+    terms = Terms({"Name": "label", "Haus": "building"})
+    texts = ["Hallo {Name}, dein Name.", "Siehe https://example.com/Haus, ein Ha\u0308us."]
+    held = text_constraints(texts, terms, None, aiayn.PLACEHOLDERS)
+    assert held == [
+        [Held("label"), Held("{Name}")],
+        [Held("https://example.com/Haus")],
+    ]
+
+
+def test_a_term_the_prefix_holds_is_not_placed_again():
+    """The search places constraints after the prefix: "The bolt" as the prefix of a text
+    with "Schraube" -> "bolt" gave "The bolt is bolt."."""
+    from aiayn.api.terms import less_prefix
+
+    wanted = [[Held("bolt"), Held("bolt"), Held("%s", True)], [Held("bolt")], [Held("bolt")]]
+    prefixes = ["The bolt", "", "The bolted"]
+    assert less_prefix(wanted, prefixes) == [
+        [Held("bolt"), Held("%s", True)],
+        [Held("bolt")],
+        [Held("bolt")],
+    ]
+
+
+def test_a_prefix_holding_every_term_decodes_as_without_them(translator):
+    got = translator.translate(TEXTS[:1], beam=2, prefix=["The bolt"], glossary=GLOSSARY)[0]
+    plain = translator.translate(TEXTS[:1], beam=2, prefix=["The bolt"])[0]
+    assert got.tokens == plain.tokens and got.unmet == ()
+
+
+def test_a_placeholders_pieces_are_banned_outside_it_where_the_text_has_none(translator):
+    """A stray "%" or "<" the model wrote beside the kept "%s" or "<x/>" ("Date %%%s",
+    "Capters < <x/>.") is banned; a "%" the text has outside a placeholder stays free."""
+    from aiayn.api.terms import stray_sigils
+    from aiayn.infer.translate import sigil_tokens
+
+    assert stray_sigils("Datei %s gelöscht.", [Held("%s", False)]) == {"%"}
+    assert stray_sigils("50 % von %s", [Held("%s", False)]) == set()
+    assert stray_sigils("Ein <x/> da", [Held("<x/>", False)]) == {"<", ">"}
+    assert stray_sigils("Die Schraube", [Held("bolt")]) == set()
+    tok = translator.tokenizer
+    sigils = sigil_tokens(tok)
+    (percent,) = [t for t in tok.encode(["%"])[0] if tok.id_to_piece(t) != "\u2581"]
+    assert percent in sigils["%"]
+    specials = {translator.config.bos_id, translator.config.eos_id, translator.config.pad_id}
+    assert not specials & (sigils["<"] | sigils[">"])

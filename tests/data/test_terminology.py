@@ -74,3 +74,133 @@ def test_placeholders_of_each_kind_and_none_in_prose():
     assert [m.source for m in placeholders(prose)] == ["{}"]
     extended = [*PLACEHOLDERS, r"@\w+"]
     assert [m.source for m in placeholders("an @alice und %d", extended)] == ["@alice", "%d"]
+
+
+def test_a_byte_order_mark_is_no_part_of_a_term_or_header(tmp_path):
+    """Spreadsheets and Windows editors save UTF-8 with a BOM: it was read into "\ufeffde"."""
+    (tmp_path / "g.tsv").write_text("\ufeffde\ten\nSchraube\tbolt\n", encoding="utf-8")
+    assert Glossary.read(tmp_path / "g.tsv").terms("de", "en").targets == {"schraube": "bolt"}
+    (tmp_path / "g.json").write_text('\ufeff{"de_en": {"Schraube": "bolt"}}', encoding="utf-8")
+    assert Glossary.read(tmp_path / "g.json").terms("de", "en").targets == {"schraube": "bolt"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "g.tsv",
+            "de\ten\nSchraube\tbolt\nMutter\tnut\nschraube\tscrew\n",
+            r'g\.tsv: line 4: "schraube" -> "screw", but "Schraube" -> "bolt" already',
+        ),
+        (
+            "g.json",
+            '{"de_en": {"Schraube": "bolt", "Schraube": "screw"}}',
+            r'g\.json: "Schraube" is given twice in one object',
+        ),
+        (
+            "g.json",
+            '{"de_en": {"Schraube": "bolt", "SCHRAUBE": "screw"}}',
+            r'g\.json: "de_en": "SCHRAUBE" -> "screw", but "Schraube" -> "bolt" already',
+        ),
+        (
+            "g.json",
+            '{"de_en": {"Schraube": "bolt"}, "DE_EN": {"Schraube": "screw"}}',
+            r'g\.json: "DE_EN": "Schraube" -> "screw", but "Schraube" -> "bolt" already',
+        ),
+    ],
+)
+def test_one_source_term_with_two_targets_is_an_error_naming_both(tmp_path, name, text, message):
+    """The last one silently won (or, differing in case, whichever matching picked)."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(GlossaryError, match=message):
+        Glossary.read(tmp_path / name).terms("de", "en")
+
+
+def test_a_tsv_pair_with_two_targets_fails_only_where_it_is_used(tmp_path):
+    """Two German terms for one English one are a good de -> en glossary; en -> de is
+    ambiguous, and an error only when asked for; the same target twice is one term."""
+    (tmp_path / "g.tsv").write_text("de\ten\nSchraube\tbolt\nBolzen\tbolt\nSchraube\tbolt\n")
+    g = Glossary.read(tmp_path / "g.tsv")
+    assert g.terms("de", "en").targets == {"schraube": "bolt", "bolzen": "bolt"}
+    with pytest.raises(GlossaryError, match=r'line 3: "bolt" -> "Bolzen", but .* \(en_de\)'):
+        g.terms("en", "de")
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("g.tsv", "de\ten\nStraße\tstreet\n".encode("latin-1"), r"g\.tsv: line 2: not UTF-8"),
+        ("g.csv", b"de,en\nSchraube,bolt\n", r"g\.csv: .* CSV is not read: save it as TSV"),
+        ("g.tbx", b'<?xml version="1.0"?><martif/>', r"g\.tbx: .* TBX/XML is not read"),
+        ("g.tsv", b'de\ten\n"Schraube\tbolt\nMutter\t\n', r"g\.tsv: line 3, column 2: a term"),
+    ],
+)
+def test_files_of_other_kinds_are_named_as_such(tmp_path, name, data, message):
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(GlossaryError, match=message):
+        Glossary.read(tmp_path / name)
+
+
+def test_tsv_lines_are_read_as_written(tmp_path):
+    """A quote is part of a term (CSV quoting swallowed the lines after an opening quote into
+    one term); trailing empty columns, as spreadsheets save them, are no columns."""
+    text = 'de\ten\t\n"Kopf\t"head\t\n5" Rohr\t5" pipe\n'
+    (tmp_path / "g.tsv").write_text(text)
+    targets = Glossary.read(tmp_path / "g.tsv").terms("de", "en").targets
+    assert targets == {'"kopf': '"head', '5" rohr': '5" pipe'}
+
+
+def test_terms_match_whatever_the_texts_unicode_composition():
+    """An "ä" may be one character (NFC) or "a" + U+0308 (NFD, as macOS writes file names):
+    the same word either way, in the text and in the glossary."""
+    nfc, nfd = "B\u00e4ckerei", "Ba\u0308ckerei"
+    for term, text in ((nfc, nfd), (nfd, nfc)):
+        assert [m.target for m in Terms({term: "bakery"}).find(f"Die {text} ist zu.")] == ["bakery"]
+
+
+@pytest.mark.parametrize(("term", "text"), [("Maus", "MAU\u017f"), ("ist", "\u0130ST")])
+def test_a_match_whose_lower_case_is_not_the_terms_still_finds_its_target(term, text):
+    """re's case folding matches "ſ" to "s" and "İ" to "i", whose lower() differs: KeyError."""
+    assert [m.target for m in Terms({term: "x"}).find(f"{text} da")] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        (
+            "Hallo {{name}}, {{{raw}}} {% if x %} {{ user.name | upper }}",
+            ["{{name}}", "{{{raw}}}", "{% if x %}", "{{ user.name | upper }}"],
+        ),
+        (
+            "Datei %1$s von %2$d, %ld Bytes, %lu, %@ und %{count}",
+            ["%1$s", "%2$d", "%ld", "%lu", "%@", "%{count}"],
+        ),
+        (
+            "{user.name}, {0[key]} und {count, number}",
+            ["{user.name}", "{0[key]}", "{count, number}"],
+        ),
+        (
+            "Siehe https://example.com/a?b=1&c=2. Oder (www.example.de/x), an info@example.de!",
+            ["https://example.com/a?b=1&c=2", "www.example.de/x", "info@example.de"],
+        ),
+        ("10 % der Summe, 50 % o., 100%sicher, E-Mail @alice, 5 $ mal %%", []),
+    ],
+)
+def test_templates_positional_printf_urls_and_mail_addresses_are_kept_whole(text, spans):
+    """{{name}} was kept as "{name}" inside braces that were translated away; %1$s, %ld,
+    %@ and %{count} were not found at all, nor URLs and e-mail addresses."""
+    assert [m.source for m in placeholders(text)] == spans
+
+
+def test_a_multi_word_term_matches_whatever_whitespace_is_between_its_words():
+    """A no-break space ("z. B.", "10 kg" are written with one) or a line break between the
+    words of a term hid it."""
+    terms = Terms({"z. B.": "e.g.", "neues Betriebssystem": "new OS"})
+    text = "z.\u00a0B. ein neues\nBetriebssystem, kein neues  Betriebssystem."
+    assert [m.target for m in terms.find(text)] == ["e.g.", "new OS", "new OS"]
+
+
+def test_a_term_with_a_capital_whose_lower_case_is_longer_still_matches():
+    """Lower-cased, "İstanbul" is "i̇stanbul" (an "i" and a dot above), which the text's
+    "İstanbul" never matched."""
+    assert [m.target for m in Terms({"İstanbul": "Istanbul"}).find("In İstanbul.")] == ["Istanbul"]

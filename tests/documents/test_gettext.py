@@ -179,3 +179,13 @@ def test_a_catalogue_declaring_another_charset_is_written_back_in_utf8(tmp_path)
     (entry,) = catalogue
     assert entry.msgstr == "The price — in €."
     assert data.decode("utf-8")
+
+
+def test_positional_printf_placeholders_are_placeholders():
+    """C-format's positional arguments ("%1$s", common in catalogues) were read as words."""
+    text = 'msgid "Datei %1$s von %2$d gelöscht."\nmsgstr ""\n'
+    opened = documents.read(text.encode(), "de.po")
+    from aiayn.data.markup import Sentences
+
+    assert Sentences(opened.documents, lambda t: True).texts == ["Datei von gelöscht."]
+    assert PLACEHOLDER.findall("%1$s, %2$5.2f, %(n)s") == ["%1$s", "%2$5.2f", "%(n)s"]

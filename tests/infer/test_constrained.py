@@ -280,3 +280,28 @@ def test_the_shipped_model_decodes_alike_without_constraints_on_the_whole_test_s
     with torch.inference_mode():
         for src in _batches(tr, sources, 50):
             same(_banks_without_constraints(tr.model, src, 4), beam_decode(tr.model, src, beam=4))
+
+
+def test_a_banned_token_stands_only_inside_its_constraint():
+    """C D is a placeholder ("<" "x/>"): with C banned, the model's favourite, a stray C
+    before the placeholder ("< <x/>"), and a C that leaves the placeholder half written are
+    not written; without the ban they are."""
+    table = {
+        (): {C: 0.6, A: 0.4},
+        (C,): {A: 0.9, D: 0.1},
+        (C, A): {C: 0.5, EOS: 0.5},
+        (C, A, C): {D: 1.0},
+        (A,): {C: 0.6, EOS: 0.4},
+        (A, C): {D: 0.9, A: 0.1},
+    }
+
+    def best(banned, nbest=1):
+        s = Scripted(table, 1, 3)
+        args = (s.step, s.reorder, 1, 3, torch.tensor(6), [[[C, D]]], 0.0, nbest)
+        return constrained_beam_search(*args, banned=banned)[0]
+
+    assert best(None)[0].tokens == [C, A, C, D, EOS]  # .6 * .9 * .5
+    assert best([frozenset()])[0].tokens == [C, A, C, D, EOS]
+    hyps = best([frozenset([C])], nbest=2)
+    assert hyps[0].tokens == [A, C, D, EOS]  # .4 * .6 * .9
+    assert all(h.tokens.count(C) == 1 and holds(h.tokens, [C, D]) for h in hyps)

@@ -4,6 +4,9 @@ and as the target tokens the constrained search places (``aiayn.infer.constraine
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -17,6 +20,7 @@ from aiayn.data.terminology import (
     term_table,
 )
 from aiayn.errors import OptionError
+from aiayn.infer.translate import SIGILS
 
 GlossaryLike = Glossary | Terms | Mapping | str | Path
 
@@ -52,7 +56,7 @@ def glossary_terms(
         )
     if languages is None:
         if len(glossary.pairs) == 1:
-            return Terms(next(iter(glossary.pairs.values())))
+            return glossary.terms(*next(iter(glossary.pairs)))
         raise GlossaryError(
             f"{glossary.name}: the model does not say its languages (run.json), so a glossary "
             "for it holds one language pair"
@@ -85,7 +89,7 @@ def text_constraints(
     for i, text in enumerate(texts):
         held = [Held(c.strip()) for c in constraints[i]] if constraints is not None else []
         if terms is not None:
-            held += [Held(m.target) for m in terms.find(text)]
+            held += [Held(m.target) for m in _terms_outside_kept(terms, text, patterns)]
         if patterns:
             held += [
                 Held(m.target, m.start > 0 and not text[m.start - 1].isspace())
@@ -93,6 +97,17 @@ def text_constraints(
             ]
         out.append(held)
     return out if any(out) else None
+
+
+def _terms_outside_kept(terms: Terms, text: str, patterns: Sequence[str]):
+    """The glossary's terms in ``text`` less those inside a span kept verbatim ("Name" in
+    "{Name}", "Haus" in a URL): such a span is not translated, so its words ask for no
+    target (positions in the composed text, where ``Terms.find`` matches)."""
+    found = terms.find(text)
+    if not found or not patterns:
+        return found
+    kept = placeholders(unicodedata.normalize("NFC", text), patterns)
+    return [m for m in found if not any(k.start < m.end and m.start < k.end for k in kept)]
 
 
 def constraint_ids(tokenizer, held: Sequence[Held]) -> list[list[int]]:
@@ -105,3 +120,39 @@ def constraint_ids(tokenizer, held: Sequence[Held]) -> list[list[int]]:
             ids = ids[1:]
         out.append(ids)
     return out
+
+
+def less_prefix(wanted: list[list[Held]], prefixes: Sequence[str]) -> list[list[Held]]:
+    """``wanted`` (per text) less what each text's prefix already holds: the search places
+    its constraints after the prefix, so a term the prefix holds ("The bolt" for "bolt") was
+    placed a second time ("The bolt is bolt."). Each occurrence in a prefix meets one, as a
+    whole word where the string begins or ends with a letter or digit."""
+    out = []
+    for held, prefix in zip(wanted, prefixes, strict=True):
+        left = Counter()
+        for h in dict.fromkeys(held):
+            head = r"(?<!\w)" if h.text[:1].isalnum() else ""
+            tail = r"(?!\w)" if h.text[-1:].isalnum() else ""
+            left[h] = len(re.findall(head + re.escape(h.text) + tail, prefix)) if prefix else 0
+        kept = []
+        for h in held:
+            if left[h] > 0:
+                left[h] -= 1
+            else:
+                kept.append(h)
+        out.append(kept)
+    return out
+
+
+def stray_sigils(text: str, held: Sequence[Held]) -> set[str]:
+    """The characters placeholders are made of (``SIGILS``: ``%{}$<>``) that the strings
+    ``held`` in ``text`` hold and the rest of ``text`` does not: a translation may write them
+    only inside those strings (a lone "%" beside the "%s" kept would be read as a
+    conversion). "50 % von %s" keeps "%" free."""
+    sigils = {c for h in held for c in h.text if c in SIGILS}
+    if not sigils:
+        return set()
+    rest = text
+    for h in held:
+        rest = rest.replace(h.text, " ", 1)
+    return {c for c in sigils if c not in rest}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -14,7 +15,14 @@ from aiayn.api.device import placement
 from aiayn.api.engine import needs_torch, resolve_engine
 from aiayn.api.options import check_search, check_translate, decoded_sampling
 from aiayn.api.results import Hypothesis, Translation
-from aiayn.api.terms import GlossaryLike, constraint_ids, glossary_terms, text_constraints
+from aiayn.api.terms import (
+    GlossaryLike,
+    constraint_ids,
+    glossary_terms,
+    less_prefix,
+    stray_sigils,
+    text_constraints,
+)
 from aiayn.data.batching import pad
 from aiayn.documents import Limits
 from aiayn.errors import OptionError, UserError
@@ -217,10 +225,15 @@ class Translator(LoadedModel):
         boundaries, the longest first); ``constraints`` (one list of target strings per
         text); ``keep`` (regular expressions, e.g. ``aiayn.PLACEHOLDERS``): the spans of a
         text they match, kept verbatim. A text with any decodes with constrained beam search
-        (``beam`` at least 4, greedy and sampling requests too); the others as without.
+        (``beam`` at least 4, greedy and sampling requests too); the others as without. A
+        term a ``prefix`` holds is met (not placed again after it).
         ``Hypothesis.unmet`` names what a translation lacks (only if its length limit came
         first). The ctranslate2 engine has no constraints: such a request is an error, or,
         loaded with ``engine="auto"``, decodes with the torch model.
+
+        Texts are read composed (NFC), as the corpora are written: an "ä" written as "a" and
+        U+0308 (decomposed, NFD, as macOS writes file names) is an "ä" to the model and to
+        the glossary.
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         sampling = decoded_sampling(sampling)
@@ -235,14 +248,27 @@ class Translator(LoadedModel):
         wanted = text_constraints(
             texts, glossary_terms(glossary, self.languages), constraints, keep
         )
+        if wanted is not None and prefixes is not None:
+            wanted = less_prefix(wanted, prefixes)  # a term the prefix holds is met
+            wanted = wanted if any(wanted) else None
         held = None if wanted is None else [constraint_ids(self.tokenizer, w) for w in wanted]
+        banned = None
+        if wanted is not None:  # a placeholder's pieces nowhere but in it
+            sigils = decoding.sigil_tokens(self.tokenizer)
+            banned = [
+                frozenset().union(*(sigils[c] for c in stray_sigils(t, w)))
+                for t, w in zip(texts, wanted, strict=True)
+            ]
         decoder = self._decoder_for(
             held, beam=beam, nbest=nbest, sampling=sampling, prefixes=prefixes,
             alignment=alignment, scores=scores, early_stop=early_stop,
         )  # fmt: skip
+        # the model reads composed text (NFC), as its corpora were written: "a" + U+0308 is
+        # "ä" (kept spans come from the text as given, verbatim)
+        sources = [unicodedata.normalize("NFC", t) for t in texts]
         out, truncated = decoding.translate_texts(
-            decoder, self.tokenizer, texts, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index, scores, prefixes, held,
+            decoder, self.tokenizer, sources, beam, lenpen, max_len_offset, nbest,
+            early_stop, max_tokens, sampling, first_index, scores, prefixes, held, banned,
         )  # fmt: skip
         cut = set(truncated)
         pairs: list = [None] * len(out)
@@ -252,7 +278,7 @@ class Translator(LoadedModel):
 
             # an ensemble's translations are aligned by its first model
             aligner = self.model.members[0] if isinstance(self.model, Ensemble) else self.model
-            ids, _ = decoding.source_ids(self.model, self.tokenizer, texts)
+            ids, _ = decoding.source_ids(self.model, self.tokenizer, sources)
             pairs = [
                 tuple(align(aligner, self.tokenizer, src, list(n_best[0][1].tokens)))
                 if n_best and n_best[0][1].tokens else ()

@@ -42,6 +42,7 @@ def add_serve(sub) -> None:
     aliases = {"max_chars": ["--char-limit"], "max_texts": ["--batch-limit"]}  # LibreTranslate's
     for name, (default, text) in ServeConfig.flags().items():
         flags = ["--" + name.replace("_", "-"), *aliases.get(name, [])]
+        text = text.replace("%", "%%")  # argparse formats help with %
         if isinstance(default, bool):  # a switch
             p.add_argument(*flags, dest=name, action="store_true", help=text)
         else:
@@ -133,6 +134,7 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import dataclasses
 
+    from aiayn.errors import UserError
     from aiayn.serve.config import ServeConfig, serving_threads
 
     try:
@@ -152,6 +154,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(FrontendConfig)}
     )
     check_placement(args)
+    if args.engine == "ctranslate2" and (config.glossary or config.kept):
+        flag = "--glossary" if config.glossary else "--keep-placeholders / --keep"
+        raise UserError(
+            f"{flag}: CTranslate2 has no constrained search, so --engine ctranslate2 would "
+            "refuse every request holding a term; serve with --engine auto (CTranslate2 for "
+            "the rest) or --engine torch"
+        )
     import torch
 
     if args.threads and not config.decoders:  # --threads alone: one decoder of that many

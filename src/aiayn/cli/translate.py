@@ -118,8 +118,9 @@ def add_terminology_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--keep-placeholders",
         action="store_true",
-        help="keep placeholders verbatim (%%s, %%(name)s, {name}, {0}, $VAR, <x/>), each as "
-        "often as the line has it, placed by constrained beam search",
+        help="keep placeholders verbatim (%%s, %%1$s, %%(name)s, {name}, {{name}}, $VAR, <x/>, "
+        "URLs, e-mail addresses), each as often as the line has it, placed by constrained "
+        "beam search",
     )
     p.add_argument(
         "--keep",

@@ -24,7 +24,7 @@ from aiayn.documents.base import DocumentError, Limits
 from aiayn.documents.safety import check_size, decode_text
 
 PLACEHOLDER = re.compile(
-    r"%(?:\([^)\s]+\))?[#0\- +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
+    r"%(?:\([^)\s]+\)|\d+\$)?[#0\- +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
     r"|\{[A-Za-z_0-9]*(?:[.\[][^{}\s]*)?(?:![rsa])?(?::[^{}]*)?\}"
 )
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)

@@ -113,6 +113,15 @@ class Constraints:
             return (met | 1 << whole[0], 0, 0)
         return (met, sum(1 << c for c in on), depth + 1)
 
+    def strands(self, state: State, new: State, banned: frozenset[int]) -> bool:
+        """Whether moving from ``state`` to ``new`` leaves a constraint half written after a
+        token of ``banned`` (a placeholder's "<" with no "x/>" after it): such a token
+        stands only inside its constraint."""
+        met, inside, depth, _ = state
+        if not inside or not any(t in banned for t in self.seqs[self._bits(inside)[0]][:depth]):
+            return False
+        return not (new[0] & ~met or new[2] == depth + 1)
+
     def wanted(self, state: State) -> tuple[int, ...]:
         """The tokens that take a hypothesis in ``state`` further into a constraint."""
         out = self._wanted.get(state)
@@ -140,10 +149,27 @@ class Banks:
     on the device and read back in one table with the plain search's; chosen on the host,
     where each hypothesis's constraint state is kept (N, K)."""
 
-    def __init__(self, shape: SearchShape, constraints: list[Constraints], inword: frozenset[int]):
+    def __init__(
+        self,
+        shape: SearchShape,
+        constraints: list[Constraints],
+        inword: frozenset[int],
+        banned: Sequence[frozenset[int]] | None = None,
+    ):
         self.shape, self.sets, self.inword = shape, list(constraints), inword
         self.states = [[START] * shape.k for _ in self.sets]  # (N, K)
         self._mask: Tensor | None = None
+        self.banned = list(banned) if banned is not None and any(banned) else None
+        self._ban: Tensor | None = None  # (N, V) True: only as a constraint's next token
+
+    def _ban_mask(self, v: int) -> Tensor:
+        """(N, V) True where a sentence's token may come only as part of its constraints."""
+        if self._ban is None:
+            ban = torch.zeros(len(self.sets), v, dtype=torch.bool)
+            for row, tokens in enumerate(self.banned or ()):
+                ban[row, [t for t in tokens if t < v]] = True
+            self._ban = ban.to(self.shape.device)
+        return self._ban
 
     def _inword_mask(self, v: int) -> Tensor:
         """(V,) True where a token goes on with a word (``inword``)."""
@@ -163,10 +189,13 @@ class Banks:
         ]
         m = max((len(w) for row in wanted for w in row), default=0)
         cand = log_probs[:, :, None] + logp.view(n, k, v)  # (N, K, V)
-        top_scores, top_index = cand.view(n, k * v).topk(min(2 * k, k * v), dim=1)  # (N, 2K)
-        bests = [cand.max(2)]  # each hypothesis's best token, (N, K) scores and tokens
+        free = cand  # the candidates outside constraints: a banned token is none
+        if self.banned is not None:
+            free = cand.masked_fill(self._ban_mask(v)[:, None, :], float("-inf"))  # (N, K, V)
+        top_scores, top_index = free.view(n, k * v).topk(min(2 * k, k * v), dim=1)  # (N, 2K)
+        bests = [free.max(2)]  # each hypothesis's best token, (N, K) scores and tokens
         if self.inword:  # and its best that ends the word before it (after a constraint)
-            bests.append(cand.masked_fill(self._inword_mask(v), float("-inf")).max(2))
+            bests.append(free.masked_fill(self._inword_mask(v), float("-inf")).max(2))
         columns = [top_scores, top_index, *(x for b in bests for x in b)]
         if m:  # each hypothesis's constraint tokens (repeated to M: duplicates are dropped)
             table = np.array([[(w + w[-1:] * m)[:m] if w else (s.eos_id,) * m for w in row]
@@ -219,6 +248,7 @@ class Banks:
         its finishing eos candidates as (log P, parent beam, unmet): those holding every
         constraint, or, where nothing but eos is possible, those that do not."""
         k, eos, cons, states = self.shape.k, self.shape.eos_id, self.sets[row], self.states[row]
+        banned = self.banned[row] if self.banned is not None else frozenset()
         ranked = sorted(found.items(), key=lambda x: -x[1])
         going, done_bank, stuck = [], [], []  # done_bank: candidates holding every constraint
         for (j, t), score in ranked:
@@ -231,6 +261,8 @@ class Banks:
                     stuck.append((score, j, cons.unmet(states[j])))
                 continue
             state = cons.move(states[j], t)
+            if banned and cons.strands(states[j], state, banned):
+                continue
             going.append((score, j, t, state))
             if state[0] == cons.all:
                 done_bank.append((score, j, False))
@@ -252,6 +284,9 @@ class Banks:
     def keep(self, rows: np.ndarray) -> None:
         self.sets = [self.sets[r] for r in rows]
         self.states = [self.states[r] for r in rows]
+        if self.banned is not None:
+            self.banned = [self.banned[r] for r in rows]
+            self._ban = None
 
     def unmet(self, row: int, j: int) -> tuple[int, ...]:
         return self.sets[row].unmet(self.states[row][j])
@@ -275,13 +310,16 @@ def constrained_beam_search(
     prefix_log_prob: Tensor | None = None,
     on_tokens: Callable[[np.ndarray], None] | None = None,
     inword: frozenset[int] = frozenset(),
+    banned: Sequence[frozenset[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """``aiayn.infer.beam.beam_search`` whose outputs hold ``constraints``: per sentence, a
     list of token sequences (none, or empty ones: unconstrained) to appear in the output, each
     once, in any order, after the prefix if there is one, as whole words: not followed by a
     token of ``inword`` (``Constraints``). Each hypothesis's ``unmet`` names the constraints
     (their indices in the sentence's list) it does not hold: empty unless the length limit
-    came first. Without constraints this is ``beam_search`` itself, tokens and scores."""
+    came first. ``banned`` (per sentence): tokens it may write only as the next token of one
+    of its constraints (a placeholder's "%" nowhere else). Without constraints this is
+    ``beam_search`` itself, tokens and scores."""
     sets = [Constraints(c, inword) for c in constraints] if constraints else []
     if len(sets) not in (0, batch_size):
         raise ValueError(f"{len(sets)} constraint lists for {batch_size} sentences")
@@ -292,8 +330,8 @@ def constrained_beam_search(
         )  # fmt: skip
     shape = SearchShape(beam, alpha, early_stop, len(prefix[0]) if prefix else 0, eos_id, device)
     return run_search(
-        step, reorder, Banks(shape, sets, inword), shape, batch_size, max_len, nbest, bos_id, prefix,
-        prefix_log_prob, on_tokens,
+        step, reorder, Banks(shape, sets, inword, banned), shape, batch_size, max_len, nbest,
+        bos_id, prefix, prefix_log_prob, on_tokens,
     )  # fmt: skip
 
 
@@ -309,6 +347,7 @@ def constrained_decode(
     early_stop: bool = False,
     prefix: Tensor | None = None,
     inword: frozenset[int] = frozenset(),
+    banned: Sequence[frozenset[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Constrained beam search over an encoder-decoder for sources (B, S) (as
     ``aiayn.infer.beam.beam_decode``): per sentence, the token sequences its outputs hold,
@@ -318,5 +357,5 @@ def constrained_decode(
     return constrained_beam_search(
         d.step, d.reorder, src.size(0), beam, d.max_len, constraints, alpha, nbest, src.device,
         early_stop, config.bos_id, config.eos_id, d.prefix, d.prefix_log_prob, d.on_tokens,
-        inword,
+        inword, banned,
     )  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import time
 import warnings
 
@@ -33,6 +34,7 @@ def search(
     prefix: torch.Tensor | None = None,
     constraints: list[list[list[int]]] | None = None,
     inword: frozenset[int] = frozenset(),
+    banned: list[frozenset[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Greedy search (beam 1), beam search (§6.1) or, with ``sampling``, ``nbest`` samples
     (Phuong & Hutter 2022, Algorithm 15) over sources (B, S): n-best lists per sentence.
@@ -43,7 +45,8 @@ def search(
     (``aiayn.infer.constrained``); if any sentence has one, the batch decodes with
     constrained beam search, greedy and sampling requests included, with
     ``constrained_beam(beam, nbest)`` beams; a constraint is a whole word, not followed by
-    a token of ``inword`` (``inword_tokens``).
+    a token of ``inword`` (``inword_tokens``); ``banned`` (per sentence): tokens it may
+    write only as part of one of its constraints.
 
     A greedy hypothesis's score is its log-probability (NaN with ``scores`` False: a caller
     that keeps only the tokens spares every step a sum over the vocabulary); a beam
@@ -64,8 +67,9 @@ def search(
             )
         k = constrained_beam(beam, nbest)
         return constrained_decode(
-            model, src, constraints, k, lenpen, max_len_offset, nbest, early_stop, prefix, inword
-        )
+            model, src, constraints, k, lenpen, max_len_offset, nbest, early_stop, prefix, inword,
+            banned,
+        )  # fmt: skip
     if not isinstance(model, torch.nn.Module):
         options = {"scores": scores} if prefix is None else {"scores": scores, "prefix": prefix}
         return model.search(
@@ -116,6 +120,29 @@ def inword_tokens(tokenizer) -> frozenset[int]:
     return frozenset(out)
 
 
+SIGILS = "%{}$<>"  # the characters placeholders are made of, never a word's
+_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+_SPECIAL = re.compile(r"^(?:</?[A-Za-z_]+>|\[[A-Z]+\])$")
+
+
+@functools.lru_cache(maxsize=8)
+def sigil_tokens(tokenizer) -> dict[str, frozenset[int]]:
+    """For each of ``SIGILS``, the tokens whose text holds it (byte pieces "<0x25>" as the
+    byte they stand for; special tokens "<s>", "<unk>" hold none). Made once a tokenizer."""
+    out: dict[str, set[int]] = {c: set() for c in SIGILS}
+    for i in range(tokenizer.vocab_size):
+        piece = tokenizer.id_to_piece(i)
+        byte = _BYTE.match(piece)
+        if byte:
+            piece = chr(int(byte.group(1), 16))
+        elif _SPECIAL.match(piece):
+            continue
+        for c in SIGILS:
+            if c in piece:
+                out[c].add(i)
+    return {c: frozenset(ids) for c, ids in out.items()}
+
+
 def source_ids(model, tokenizer: Tokenizer, texts: list[str]) -> tuple[list[list[int]], list[int]]:
     """The encoder inputs of ``texts`` (cut to the model's ``max_len`` with eos) and the
     indices of the texts that were cut."""
@@ -163,6 +190,7 @@ def translate_texts(
     scores: bool = True,
     prefixes: list[str] | None = None,
     constraints: list[list[list[int]]] | None = None,
+    banned: list[frozenset[int]] | None = None,
 ) -> tuple[list[list[tuple[str, Hypothesis]]], list[int]]:
     """n-best (text, hypothesis) lists for ``texts`` in input order, and the indices of the
     texts longer than the model's ``max_len`` (only their first ``max_len - 1`` tokens are
@@ -183,7 +211,9 @@ def translate_texts(
 
     ``constraints`` (one list per text; [] for none): the token sequences each translation
     must hold (``search``); texts with constraints are searched apart from those without,
-    which decode as they would alone. A blank text stays blank.
+    which decode as they would alone. A blank text stays blank. ``banned`` (one set per
+    text): tokens a translation with constraints may write only inside one of them (the
+    pieces of a placeholder: no stray "%" beside the "%s" kept).
     """
     if nbest < 1:
         raise ValueError(f"nbest must be >= 1, got {nbest}")
@@ -217,6 +247,7 @@ def translate_texts(
             hyps = search(
                 model, src, beam, lenpen, max_len_offset, nbest, early_stop, sampling, indices,
                 scores, prefix, [held[k] for k in chunk] if bound[chunk[0]] else None, inword,
+                [banned[k] for k in chunk] if banned is not None and bound[chunk[0]] else None,
             )  # fmt: skip
             # the batch's outputs detokenized together, then handed out in order
             texts_out = iter(tokenizer.decode([h.tokens for n_best in hyps for h in n_best]))

@@ -4,6 +4,7 @@ the routers of the APIs it speaks (``aiayn.serve.routes``)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -19,6 +20,7 @@ from aiayn.serve.openapi import install_openapi
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import libretranslate, native, openai
 from aiayn.serve.suggestions import SuggestionStore
+from aiayn.serve.terminology import check_glossary
 
 # the headers LibreTranslate adds to every answer, so that pages elsewhere may call the API
 CORS_HEADERS = [
@@ -50,6 +52,8 @@ def create_app(
     registry = Registry(specs, config)
     # the server's glossary, read once now: a bad file fails before any model loads
     glossary = Glossary.read(config.glossary) if config.glossary else None
+    if glossary is not None:  # its terms for each model's languages usable, or no start
+        registry.check = functools.partial(check_glossary, glossary)
     stored = files.claimed(config)  # a --files-dir is one process's: refused now if taken
 
     @asynccontextmanager

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from aiayn.config.fields import _check_float, _check_int
+from aiayn.data.terminology import PLACEHOLDERS
 from aiayn.infer.cores import usable_cores
 
 
@@ -48,6 +50,8 @@ class ServeConfig:
     files_store_bytes: int = 500_000_000  # translated files kept at most (oldest go first)
     files_dir: str = ""  # where translated files are kept ("": a temporary directory)
     glossary: str = ""  # a glossary file: its terms for each model's languages, every request
+    keep_placeholders: bool = False  # every translation keeps placeholders verbatim
+    keep: str = ""  # a regular expression whose matches every translation keeps verbatim
     decoders: int = 0  # batches each model decodes at once (0: serving_decoders())
     access_log: bool = False  # a line for each request on stderr (uvicorn's access log)
 
@@ -76,6 +80,12 @@ class ServeConfig:
             "temporary directory, removed at shutdown)",
             "glossary": "a glossary file (JSON in LibreTranslate's layout, or TSV) whose terms "
             "every translation into its language pairs uses; a request's glossary adds to it",
+            "keep_placeholders": "every translation keeps placeholders verbatim (%s, %1$s, "
+            "%(name)s, {name}, {{name}}, $VAR, <x/>, URLs, e-mail addresses), each as often as "
+            "its text has them, placed by constrained beam search (beam >= 4), as aiayn "
+            "translate --keep-placeholders",
+            "keep": "a regular expression whose matches every translation keeps verbatim (e.g. "
+            "'ACME \\w+|SKU-\\d+'), as aiayn translate --keep",
             "decoders": "batches each model decodes at once, each on --threads threads of its "
             "own (0: one where --threads is given, else two where the process may use two "
             "cores or more, else one)",
@@ -106,6 +116,20 @@ class ServeConfig:
         _check_float("file_expiry", self.file_expiry, 0.001, 366 * 86400.0)
         _check_int("files_store_bytes", self.files_store_bytes, 1)
         _check_int("decoders", self.decoders, 0, 64)
+        if self.keep:
+            try:
+                re.compile(self.keep)
+            except re.error as e:
+                raise ValueError(f"keep: {self.keep!r} is not a regular expression ({e})") from None
+
+    @property
+    def kept(self) -> list[str] | None:
+        """What every translation keeps verbatim (``Translator.translate``'s ``keep``)."""
+        kept = [
+            *(PLACEHOLDERS if self.keep_placeholders else ()),
+            *([self.keep] if self.keep else []),
+        ]
+        return kept or None
 
     @property
     def model_decoders(self) -> int:

@@ -28,6 +28,7 @@ from pathlib import Path, PurePath
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
+from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
@@ -40,6 +41,7 @@ from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.libretranslate import pick_translator, translators
+from aiayn.serve.schemas import Glossary
 from aiayn.serve.terminology import request_terms, terms_key
 
 router = APIRouter()
@@ -269,6 +271,12 @@ _FORM = {
                 },
                 "source": {"type": "string", "description": "source language code, or 'auto'"},
                 "target": {"type": "string", "description": "target language code"},
+                "glossary": {
+                    "type": "string",
+                    "description": "aiayn's: terms the translation uses, as a JSON object "
+                    "{source term: target term} (as /translate's glossary), over the "
+                    "server's --glossary",
+                },
                 "api_key": {"type": "string", "description": "an API key"},
             },
             "required": ["file", "source", "target"],
@@ -304,13 +312,12 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
     model = _check_languages(registry, form["source"].lower(), form["target"].lower())
+    terms = request_terms(model, _form_glossary(form.get("glossary")), request.app.state.glossary)
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
     async with files.turns:
-        stored = await _translate(
-            data, name, fmt, model, registry, request.app.state.glossary, form["target"]
-        )
+        stored = await _translate(data, name, fmt, model, registry, terms)
         key = await run_in_threadpool(
             files.store.put,
             stored,
@@ -322,8 +329,24 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     return {"translatedFileUrl": str(request.url_for("download_file", name=key))}
 
 
+_GLOSSARY = TypeAdapter(Glossary)
+
+
+def _form_glossary(value) -> dict | None:
+    """A form's ``glossary`` (JSON text, as ``/translate``'s in a form), checked as that
+    field is; None when absent."""
+    if value is None:
+        return None
+    try:
+        return _GLOSSARY.validate_python(value)
+    except ValidationError as e:
+        error = e.errors()[0]
+        where = ".".join(str(p) for p in ("glossary", *error["loc"]))
+        raise ServeError(400, f"{where}: {error['msg']}", "glossary") from None
+
+
 async def _translate(
-    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, glossary, target: str
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms
 ) -> bytes:
     config = registry.config
     limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
@@ -345,7 +368,6 @@ async def _translate(
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
     options = dict(beam=config.beam)
-    terms = request_terms(model, None, glossary)  # the server's glossary, if any
     kind = "translate-aligned" if aligned else "translate-document"
     key = (kind, tuple(sorted(options.items())), terms_key(terms))
     results = []
@@ -355,12 +377,19 @@ async def _translate(
             model,
             texts[start : start + config.max_batch],
             lambda items: model.translate(
-                items, scores=False, alignment=aligned, glossary=terms, **options
+                items,
+                scores=False,
+                alignment=aligned,
+                glossary=terms,
+                keep=config.kept,
+                **options,
             ),
             key,
         )
     try:
-        return await run_in_threadpool(_written, opened, sentences, results, name, target)
+        return await run_in_threadpool(
+            _written, opened, sentences, results, name, model.languages[1]
+        )
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
 

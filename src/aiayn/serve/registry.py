@@ -88,6 +88,9 @@ class Registry:
         self.ready = threading.Event()
         self.error: str | None = None
         self.on_error: Callable[[str], None] | None = None
+        # run on each model once loaded: an error there fails the load (the server's
+        # glossary checked for the model's languages)
+        self.check: Callable[[ServedModel], None] | None = None
         self._loader: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -108,6 +111,8 @@ class Registry:
                     model.api.device,
                     model.api.dtype,
                 )
+                if self.check is not None:
+                    self.check(model)
                 self.models[spec.name] = model
                 self.queues[spec.name] = self._queue(spec.name)
         except Exception as e:  # noqa: BLE001 - reported by /health and the command

@@ -139,6 +139,11 @@ class Translation(BaseModel):
     alignment: list[tuple[int, int]] | None = Field(
         None, description="with alignment: true, [source word, target word] pairs"
     )
+    unmet: list[str] = Field(
+        default_factory=list,
+        description="the glossary targets and kept spans this translation lacks (none unless "
+        "its length limit, max_len_offset, came first)",
+    )
 
 
 class TranslateResponse(BaseModel):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from aiayn.data.terminology import Glossary, GlossaryError, Terms, term_table
+from aiayn.data.terminology import Glossary, GlossaryError, Terms, term_key, term_table
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
 
@@ -15,16 +15,40 @@ from aiayn.serve.models import ServedModel
 def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary | None):
     """The terms a request's translations hold: the server's ``glossary`` (read once at
     start; None: none) for ``model``'s languages, with the request's ``given`` terms over
-    them (``{"Schraube": "bolt"}``, checked by the request's schema first). A bad request
-    glossary is a 422 naming the field."""
+    them (``{"Schraube": "bolt"}``, checked by the request's schema first): a request's term
+    replaces the server's however either is written ("schraube", "SCHRAUBE"). A bad request
+    glossary is a 422 naming the field; a server glossary giving one term two targets in
+    this language pair, a 500 naming its file and lines."""
     source, target = model.languages or ("", "")
     pair = (source.lower(), target.lower())
     served = glossary is not None and pair in glossary.pairs
-    if not given:
-        return glossary.terms(*pair) if served else None  # made once a pair, by the glossary
-    table: dict[str, str] = dict(glossary.pairs[pair]) if served else {}
-    table.update(_given(given))
+    try:
+        if not given:
+            return glossary.terms(*pair) if served else None  # made once a pair
+        server = glossary.table(*pair) if served else {}
+    except GlossaryError as e:
+        raise ServeError(500, f"the server's glossary: {e}", "glossary") from None
+    if model.engines["other"] == "ctranslate2":  # aiayn serve --engine ctranslate2
+        raise ServeError(
+            422,
+            "glossary: this server decodes with CTranslate2 (aiayn serve --engine ctranslate2), "
+            "which has no constrained search: it takes no glossary",
+            "glossary",
+        )
+    own = _given(given)
+    replaced = {term_key(s) for s in own}
+    table = {s: t for s, t in server.items() if term_key(s) not in replaced}
+    table.update(own)
     return _terms(tuple(sorted(table.items())))
+
+
+def check_glossary(glossary: Glossary, model: ServedModel) -> None:
+    """The server's ``glossary`` usable for ``model``'s languages (a term given two targets
+    there fails the start, naming its file and line); other pairs are not its concern."""
+    if model.is_translator and model.languages:
+        pair = tuple(code.lower() for code in model.languages)
+        if pair in glossary.pairs:
+            glossary.table(*pair)
 
 
 def _given(given: Mapping) -> dict[str, str]:

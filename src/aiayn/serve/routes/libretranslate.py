@@ -187,7 +187,12 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
             model,
             items,
             lambda items: model.translate(  # texts only
-                items, scores=False, prefix=prefixes(prefix, items), glossary=terms, **options
+                items,
+                scores=False,
+                prefix=prefixes(prefix, items),
+                glossary=terms,
+                keep=config.kept,
+                **options,
             ),
             ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
         )
@@ -352,7 +357,7 @@ async def _translate_html(
             model,
             sentences.texts,
             lambda items: model.translate(
-                items, scores=False, alignment=True, glossary=terms, **options
+                items, scores=False, alignment=True, glossary=terms, keep=config.kept, **options
             ),
             ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )

@@ -84,6 +84,7 @@ async def translate(req: s.TranslateRequest, request: Request, registry: Models,
             scores=not greedy,
             prefix=prefixes(req.prefix, items),
             glossary=terms,
+            keep=registry.config.kept,
             **options,
         ),  # fmt: skip
         ("translate", req.prefix, tuple(sorted(options.items())), terms_key(terms)),
@@ -98,6 +99,7 @@ async def translate(req: s.TranslateRequest, request: Request, registry: Models,
             score=None if greedy else t.score,
             nbest=[hypothesis(h) for h in t.hypotheses],
             alignment=list(t.alignment) if t.alignment is not None else None,
+            unmet=list(t.unmet),
         )
         for t in results
     ]
