@@ -95,3 +95,141 @@ def test_a_bad_glossary_is_refused_naming_it(client, glossary, message):
         assert r.status_code == status, r.text
         error = r.json()["error"]  # LibreTranslate's: the message; aiayn's: an object
         assert message in (error if isinstance(error, str) else error["message"])
+
+
+@pytest.mark.parametrize("written", ["Schraube", "SCHRAUBE", "schraube"])
+def test_a_requests_term_replaces_the_servers_however_either_is_written(client, written):
+    """The server's "Schraube" -> "bolt" gives way to the request's term for the same word
+    whatever its case (it lost when its spelling sorted first)."""
+    body = {"q": TEXTS[0], "source": "de", "target": "en", "glossary": {written: "screw"}}
+    r = client.post("/translate", json=body)
+    assert r.status_code == 200, r.text
+    assert "screw" in r.json()["translatedText"] and "bolt" not in r.json()["translatedText"]
+
+
+def test_a_request_giving_one_term_two_targets_is_refused(client):
+    body = {"q": TEXTS[0], "source": "de", "target": "en"}
+    r = client.post("/translate", json={**body, "glossary": {"Haus": "shed", "haus": "hut"}})
+    assert r.status_code == 400, r.text
+    assert '"haus" -> "hut", but "Haus" -> "shed" already' in r.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def keeping(model_dirs):
+    with make_client(
+        {"de-en": model_dirs["translator"]}, keep_placeholders=True, keep=r"ACME\w*"
+    ) as c:
+        wait_ready(c)
+        yield c
+
+
+def test_the_server_keeps_placeholders_on_every_route(keeping):
+    """``aiayn serve --keep-placeholders --keep REGEX``: a LibreTranslate client sending UI
+    strings got "Date % are sufficient." for "Datei %s gelöscht." (the server had no way to
+    keep them)."""
+    texts = ["Datei %s gelöscht.", "Hallo {{name}}, ACMEdrive ist da."]
+    spans = [["%s"], ["{{name}}", "ACMEdrive"]]
+    r = keeping.post("/translate", json={"q": texts, "source": "de", "target": "en"})
+    assert r.status_code == 200, r.text
+    for out, kept in zip(r.json()["translatedText"], spans, strict=True):
+        assert all(s in out for s in kept), out
+    r = keeping.post("/v1/translate", json={"text": texts[1]})
+    assert all(s in r.json()["translations"][0]["text"] for s in spans[1]), r.text
+    body = {"q": f"<p>{texts[0]}</p>", "source": "de", "target": "en", "format": "html"}
+    r = keeping.post("/translate", json=body)
+    assert "%s" in r.json()["translatedText"], r.text
+    upload = {"file": ("note.txt", texts[1].encode(), "text/plain")}
+    r = keeping.post("/translate_file", data={"source": "de", "target": "en"}, files=upload)
+    assert r.status_code == 200, r.text
+    url = r.json()["translatedFileUrl"]
+    out = keeping.get(url[url.index("/download_file/") :]).text
+    assert all(s in out for s in spans[1]), out
+
+
+def test_a_bad_keep_expression_is_refused_naming_it():
+    from aiayn.serve.config import ServeConfig
+
+    with pytest.raises(ValueError, match=r"keep: '\(x' is not a regular expression"):
+        ServeConfig(keep="(x")
+
+
+def test_a_ctranslate2_server_names_itself_when_asked_for_terms(model_dirs, tmp_path):
+    """Its answer told the client to "decode with engine 'torch'", which no client can do."""
+    pytest.importorskip("ctranslate2")
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    path = model_dirs["translator"]
+    spec = ModelSpec(path, "de-en", engine="ctranslate2", cache_dir=tmp_path)
+    with TestClient(create_app([spec], ServeConfig(), background=False)) as c:
+        body = {"q": TEXTS[0], "source": "de", "target": "en"}
+        assert c.post("/translate", json=body).status_code == 200
+        r = c.post("/translate", json={**body, "glossary": {"Schraube": "bolt"}})
+        assert r.status_code == 400, r.text
+        assert "aiayn serve --engine ctranslate2" in r.json()["error"]
+        empty = c.post("/translate", json={**body, "glossary": {}})
+        assert empty.status_code == 200, empty.text
+        # and its OpenAPI document says so: a generated client sends no terms
+        document = c.get("/openapi.json").json()
+        for path in ("/translate", "/v1/translate"):
+            schema = document["paths"][path]["post"]["requestBody"]["content"]
+            schema = schema["application/json"]["schema"]
+            if "$ref" in schema:
+                schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+            glossary = schema["properties"]["glossary"]
+            assert {"type": "object", "maxProperties": 0} in glossary["anyOf"], path
+            assert "CTranslate2" in glossary["description"]
+
+
+def test_a_server_glossary_giving_a_term_two_targets_fails_the_start_naming_its_line(
+    model_dirs, tmp_path
+):
+    """Its last line silently won; now the models do not load, and every request says why
+    (aiayn serve stops with it). A pair no model uses (en_de: bolt <- Schraube, Bolzen) is
+    no error."""
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    path = tmp_path / "terms.tsv"
+    path.write_text("de\ten\nSchraube\tbolt\nBolzen\tbolt\n")
+    spec = ModelSpec(model_dirs["translator"], "de-en")
+    config = ServeConfig(glossary=str(path))
+    with TestClient(create_app([spec], config, background=False)) as c:
+        assert c.get("/health").status_code == 200
+    path.write_text("de\ten\nSchraube\tbolt\nBolzen\tbolt\nschraube\tscrew\n")
+    with TestClient(create_app([spec], config, background=False)) as c:
+        assert c.get("/health").status_code != 200
+        r = c.post("/translate", json={"q": TEXTS[0], "source": "de", "target": "en"})
+        assert r.status_code == 500, r.text
+        expected = 'terms.tsv: line 4: "schraube" -> "screw", but "Schraube" -> "bolt"'
+        assert "failed to load" in r.json()["error"] and expected in r.json()["error"]
+
+
+def test_a_documents_request_glossary_is_used_not_ignored(client):
+    """/translate_file took no glossary: a client's terms were silently dropped there."""
+    upload = {"file": ("note.txt", TEXTS[1].encode(), "text/plain")}
+    form = {"source": "de", "target": "en", "glossary": '{"Haus": "shed"}'}
+    r = client.post("/translate_file", data=form, files=upload)
+    assert r.status_code == 200, r.text
+    url = r.json()["translatedFileUrl"]
+    assert "shed" in client.get(url[url.index("/download_file/") :]).text
+    r = client.post("/translate_file", data={**form, "glossary": '{"Haus": ""}'}, files=upload)
+    assert r.status_code == 400 and "glossary" in r.json()["error"], r.text
+
+
+def test_v1_translate_names_what_a_translation_lacks(client):
+    """Hypothesis.unmet reached no client: a term cut off by the length limit went unsaid."""
+    long = "sunshine and rain and snow and wind and hail"
+    body = {"text": "Schraube", "glossary": {"Schraube": long}, "max_len_offset": 1}
+    r = client.post("/v1/translate", json=body)
+    assert r.status_code == 200, r.text
+    (t,) = r.json()["translations"]
+    assert t["unmet"] == [long] and long not in t["text"]
+    r = client.post("/v1/translate", json={"text": TEXTS[0], "beam": 2})
+    assert r.json()["translations"][0]["unmet"] == []

@@ -14,7 +14,9 @@ served set of models and ``ServeConfig``:
   bound on ``nbest``;
 * ``model`` as one of the served models that fit the route: optional where only one fits,
   required where several do (null picks the only one);
-* LibreTranslate's ``source`` and ``target`` as the served languages.
+* LibreTranslate's ``source`` and ``target`` as the served languages;
+* ``glossary`` as none (an empty object or null) where every translator decodes with
+  CTranslate2 alone, which has no constrained search.
 """
 
 from __future__ import annotations
@@ -126,7 +128,9 @@ def served_models(registry) -> list[dict]:
                 if family == TRANSLATOR and "src_lang" in data
                 else None
             )
-        out.append({"name": spec.name, "family": family, "languages": languages})
+        # CTranslate2 alone has no constrained search: such a translator takes no glossary
+        terms = spec.engine != "ctranslate2"
+        out.append({"name": spec.name, "family": family, "languages": languages, "terms": terms})
     return out
 
 
@@ -316,7 +320,17 @@ def _constrain(
             {"properties": {"format": {"const": "text"}}},
             {"properties": {"prefix": {"maxLength": 0}}},
         ]
-    pairs = [tuple(m["languages"]) for m in models if m["family"] == TRANSLATOR and m["languages"]]
+    translators = [m for m in models if m["family"] == TRANSLATOR]
+    if "glossary" in properties and translators and not any(m.get("terms") for m in translators):
+        glossary = {  # every translator decodes with CTranslate2 alone
+            **properties["glossary"],
+            "description": "none: this server decodes with CTranslate2 (aiayn serve --engine "
+            "ctranslate2), which has no constrained search; an empty object or null only",
+        }
+        if "anyOf" in glossary:  # JSON (a form's is JSON text, read by the server)
+            glossary["anyOf"] = [{"type": "object", "maxProperties": 0}, {"type": "null"}]
+        properties["glossary"] = glossary
+    pairs = [tuple(m["languages"]) for m in translators if m["languages"]]
     if path in ("/translate", "/translate_file") and "target" in properties:
         properties["source"] = {
             **properties["source"],
