@@ -165,22 +165,30 @@ class RedactKeys(logging.Filter):
         return True
 
 
-def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level="info",
-            access_log=config.access_log,
-            timeout_graceful_shutdown=int(config.timeout) + 5,
-            http=protocol_class(),  # a request head bounded in bytes and time
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-        )
+def server_config(
+    app, config: ServeConfig, host: str, port: int, log_level: str = "info"
+) -> uvicorn.Config:
+    """uvicorn's settings for ``app``: a request head bounded in bytes and time
+    (``aiayn.serve.protocol``), a graceful stop within the request timeout, and an access log
+    (``--access-log``) without API keys."""
+    settings = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=config.access_log,
+        timeout_graceful_shutdown=int(config.timeout) + 5,
+        http=protocol_class(),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
-    access = logging.getLogger("uvicorn.access")
+    access = logging.getLogger("uvicorn.access")  # set up by uvicorn.Config just now
     if not any(isinstance(f, RedactKeys) for f in access.filters):
         access.addFilter(RedactKeys())
+    return settings
+
+
+def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
+    server = uvicorn.Server(server_config(app, config, host, port))
     failure: list[str] = []
 
     def stop(error: str) -> None:
