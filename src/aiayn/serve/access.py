@@ -49,7 +49,7 @@ from aiayn.serve.errors import (
 from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore, KeyStoreUnavailable
 
 KEYS_WAIT = 2.0  # seconds a key lookup waits for another process's lock on the database
-KEYS_RETRY_AFTER = 5  # the Retry-After of a 503 when the keys cannot be read
+KEYS_RETRY_AFTER = 5  # the Retry-After of a 503 when keys or counts cannot be read
 
 log = logging.getLogger("aiayn.serve")
 
@@ -131,7 +131,7 @@ class Gate:
             from limits.storage import storage_from_string
             from limits.strategies import MovingWindowRateLimiter
 
-            self.storage = storage_from_string(access.shared_storage)
+            self.storage = storage_from_string(access.shared_storage, wrap_exceptions=True)
             self.limiter = MovingWindowRateLimiter(self.storage)
         self.remote = not access.shared_storage.startswith("memory://")
         self._origin = (
@@ -238,10 +238,21 @@ class Gate:
             if cost > item.amount:
                 message = f"{cost} texts in one request; the limit is {item}"
                 raise ServeError(400, f"Invalid request: {message}" if lt else message, "q")
-        if self.remote:
-            refused = await run_in_threadpool(self._hit, items, identity, cost)
-        else:
-            refused = self._hit(items, identity, cost)
+        from limits.errors import StorageError
+
+        try:
+            if self.remote:
+                refused = await run_in_threadpool(self._hit, items, identity, cost)
+            else:
+                refused = self._hit(items, identity, cost)
+        except StorageError as e:  # Redis gone: nothing counted, nothing served
+            log.error("request limits cannot be counted (--shared-storage): %s", e)
+            raise ServeError(
+                503,
+                "request limits cannot be counted now; try again later",
+                None,
+                headers={"Retry-After": str(KEYS_RETRY_AFTER)},
+            ) from None
         if refused is None:
             return
         item, reset = refused
