@@ -13,9 +13,15 @@ pytest.importorskip("uvicorn")
 
 
 async def _echo(scope, receive, send):
-    """An ASGI app that reads the whole body and answers its length."""
+    """An ASGI app that reads the whole body and answers its length (``/client``: the
+    client's address as the app sees it)."""
     if scope["type"] != "http":
         return
+    if scope["path"] == "/client":
+        body = scope["client"][0].encode()
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        return await send({"type": "http.response.body", "body": body})
     size, more = 0, True
     while more:
         message = await receive()
@@ -118,3 +124,16 @@ def test_heads_are_bounded_in_bytes_and_time_and_others_are_served(monkeypatch, 
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert _answer(s).count(b"HTTP/1.1 200 OK") == 2
         assert _ok(port).endswith(b"\r\n\r\n5")
+
+
+def test_a_client_on_this_host_cannot_name_its_address(monkeypatch):
+    """X-Forwarded-For is read by ``--trust-forwarded-for`` alone (uvicorn's own default
+    believes it from 127.0.0.1, where a proxy passing a client's header on connects from)."""
+    with _served(monkeypatch, "h11") as port:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(
+                b"GET /client HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.7\r\n"
+                b"Connection: close\r\n\r\n"
+            )
+            answer = _answer(s)
+    assert answer.endswith(b"\r\n\r\n127.0.0.1"), answer

@@ -169,8 +169,8 @@ def server_config(
     app, config: ServeConfig, host: str, port: int, log_level: str = "info"
 ) -> uvicorn.Config:
     """uvicorn's settings for ``app``: a request head bounded in bytes and time
-    (``aiayn.serve.protocol``), a graceful stop within the request timeout, and an access log
-    (``--access-log``) without API keys."""
+    (``aiayn.serve.protocol``), the connection's address as the client's, a graceful stop
+    within the request timeout, and an access log (``--access-log``) without API keys."""
     settings = uvicorn.Config(
         app,
         host=host,
@@ -180,6 +180,11 @@ def server_config(
         timeout_graceful_shutdown=int(config.timeout) + 5,
         http=protocol_class(),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        # the client is the connection's: uvicorn's default would take X-Forwarded-For's
+        # word from any client on 127.0.0.1 (a proxy on this host passing a client's header
+        # on), and a client could then name any address to the request limits;
+        # --trust-forwarded-for is the one place that reads it
+        proxy_headers=False,
     )
     access = logging.getLogger("uvicorn.access")  # set up by uvicorn.Config just now
     if not any(isinstance(f, RedactKeys) for f in access.filters):
