@@ -93,6 +93,11 @@ def protocol_class():
                 return
             self._count_head(data)
 
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_pending, self._head_bytes = True, 0  # counted, even while the
+            # previous request runs (its deadline starts once that one is answered)
+
         def on_headers_complete(self) -> None:
             size = len(self.url) + sum(len(k) + len(v) for k, v in self.headers)
             if size > MAX_HEAD_BYTES:  # a head that came in one read, counted whole
