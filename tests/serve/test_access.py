@@ -142,7 +142,9 @@ def test_aiayn_keys_add_list_remove(tmp_path, capsys):
     key = out.strip()
     assert len(key) >= 40 and "copy it now" in err
     assert main(["keys", "--db", db, "add", "--key", "scripted-key-0123456789"]) == 0
-    assert capsys.readouterr().out.strip() == "scripted-key-0123456789"
+    out, err = capsys.readouterr()
+    assert out == "" and "scripted-key-0123456789" not in err  # a given key is not echoed
+    assert "stored as id " in err
     assert main(["keys", "--db", db, "add", "--key", "short"]) == 2
     assert "at least 16" in capsys.readouterr().err
     assert main(["keys", "--db", db, "list"]) == 0
@@ -338,7 +340,8 @@ def test_a_key_given_on_standard_input(tmp_path, monkeypatch, capsys):
     db = tmp_path / "k.db"
     monkeypatch.setattr("sys.stdin", io.StringIO("a-key-from-a-secret-store\n"))
     assert main(["keys", "--api-keys-db", str(db), "add", "--key", "-"]) == 0
-    assert capsys.readouterr().out.strip() == "a-key-from-a-secret-store"
+    out, err = capsys.readouterr()
+    assert "a-key-from-a-secret-store" not in out + err  # not echoed into a script's log
     store = KeyStore(db)
     try:
         assert store.lookup("a-key-from-a-secret-store") is not None
@@ -459,3 +462,77 @@ def test_a_batch_counts_as_many_requests_as_it_has_texts(model_dirs):
         assert r.status_code == 429  # 2 more: refused, and not counted
         assert c.post("/v1/translate", json={"text": "Ja."}).status_code == 200  # the 4th
         assert c.post("/v1/embeddings", json={"input": ["a"], "model": "t"}).status_code == 429
+
+
+@pytest.fixture
+def own_keys(model_dirs, tmp_path):
+    """A server over a key database of its own: (client, database path, a key in it)."""
+    from aiayn.serve.access import AccessConfig
+    from aiayn.serve.keys import KeyStore
+
+    path = tmp_path / "keys.db"
+    store = KeyStore(path)
+    key = store.add()[0]
+    store.close()
+    with make_client(model_dirs, access=AccessConfig(api_keys=True, api_keys_db=str(path))) as c:
+        wait_ready(c)
+        yield c, path, key
+
+
+def test_a_key_database_put_in_the_old_ones_place_counts_at_once(own_keys, tmp_path):
+    import os
+
+    from aiayn.serve.keys import KeyStore
+
+    client, path, old = own_keys
+    body = {"q": "Ja.", "target": "en"}
+    assert client.post("/translate", json={**body, "api_key": old}).status_code == 200
+    store = KeyStore(tmp_path / "new.db")  # the keys remade from scratch, moved in
+    new = store.add()[0]
+    store.close()
+    os.replace(tmp_path / "new.db", path)
+    r = client.post("/translate", json={**body, "api_key": old})
+    assert r.status_code == 403 and r.json() == {"error": "Invalid API key"}
+    assert client.post("/translate", json={**body, "api_key": new}).status_code == 200
+    path.unlink()  # no database: no key can be checked, and no model runs
+    r = client.post("/translate", json={**body, "api_key": new})
+    assert r.status_code == 503 and "API keys cannot be checked" in r.json()["error"]
+    assert int(r.headers["Retry-After"]) >= 1
+
+
+def test_a_locked_or_damaged_key_database_is_503_not_500(own_keys):
+    import time
+
+    client, path, key = own_keys
+    body = {"text": "Ja.", "api_key": key}
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")  # another process holding the file (a backup, a shell)
+    try:
+        start = time.monotonic()
+        r = client.post("/v1/translate", json=body)
+        waited = time.monotonic() - start
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["message"] == "API keys cannot be checked now; try again later"
+    assert waited < 8  # the server's short wait, not the 10 s of `aiayn keys`
+    assert client.post("/v1/translate", json=body).status_code == 200  # and back when free
+    with open(path, "r+b") as f:  # damaged in place
+        f.write(b"\xff" * 4096)
+    r = client.post("/v1/translate", json=body)
+    assert r.status_code == 503 and "Traceback" not in r.text
+
+
+def test_the_key_database_is_its_owners_alone(tmp_path, capsys):
+    import os
+    import stat
+
+    db = tmp_path / "keys.db"
+    assert main(["keys", "--db", str(db), "add"]) == 0
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    key = capsys.readouterr().out.strip()
+    assert main(["keys", "--db", str(db), "remove", key]) == 0
+    assert main(["keys", "--db", str(db), "remove", key]) == 2  # gone: named by its id
+    err = capsys.readouterr().err
+    assert "no API key (id " in err and key not in err

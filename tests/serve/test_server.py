@@ -128,12 +128,22 @@ def test_access_log_writes_a_line_for_each_request(model_dirs):
             conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
             conn.getresponse().read()
             conn.close()
+        secret = "a-key-for-the-query-string-0123"  # as a LibreTranslate client may send it
+        for query in (f"api_key={secret}", f"q=Ja.&API%5Fkey={secret}&x=1"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("POST", f"/translate?{query}&source=de&target=en")
+            conn.getresponse().read()
+            conn.close()
         proc.terminate()
         assert proc.wait(60) == 0
-        lines = [line for line in proc.stdout.read().splitlines() if "POST /translate" in line]
-        assert len(lines) == 2, lines
+        log = proc.stdout.read()
+        lines = [line for line in log.splitlines() if "POST /translate" in line]
+        assert len(lines) == 4, lines
         assert '"POST /translate HTTP/1.1" 200' in lines[0]
         assert '"POST /translate HTTP/1.1" 400' in lines[1]
+        assert secret not in log  # never an API key in the log
+        assert "POST /translate?api_key=REDACTED&source=de" in lines[2]
+        assert "?q=Ja.&API%5Fkey=REDACTED&x=1&source" in lines[3]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -28,9 +29,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    """redis://127.0.0.1:PORT of a redis-server run for these tests (nothing saved to disk)."""
+@contextmanager
+def _redis_server(directory):
+    """redis://127.0.0.1:PORT of a redis-server run in ``directory`` (nothing saved)."""
     if REDIS is None:
         pytest.skip("no redis-server on PATH: scripts/setup.sh installs Debian's redis-server")
     import redis
@@ -38,7 +39,7 @@ def redis_url(tmp_path_factory):
     port = free_port()
     proc = subprocess.Popen(
         [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path_factory.mktemp("redis"),
+        cwd=directory,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
@@ -54,10 +55,18 @@ def redis_url(tmp_path_factory):
                 assert time.monotonic() < deadline, "redis-server did not answer"
                 time.sleep(0.05)
         client.close()
-        yield f"redis://127.0.0.1:{port}"
+        yield f"redis://127.0.0.1:{port}", proc
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """redis://127.0.0.1:PORT of a redis-server run for these tests (nothing saved to disk)."""
+    with _redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
+        yield url
 
 
 def _flush(url: str) -> None:
@@ -91,6 +100,27 @@ def test_a_storage_that_does_not_answer_stops_the_start(model_dirs):
     access = AccessConfig(req_limit=3, shared_storage=f"redis://127.0.0.1:{free_port()}")
     with pytest.raises(ValueError, match="no answer"):
         make_client({"t": model_dirs["translator"]}, access=access)
+
+
+def test_a_storage_gone_while_serving_is_503_and_runs_no_model(model_dirs, tmp_path):
+    from aiayn.serve.access import AccessConfig
+
+    with _redis_server(tmp_path) as (url, proc):
+        access = AccessConfig(req_limit=3, shared_storage=url)
+        with make_client({"t": model_dirs["translator"]}, access=access) as c:
+            wait_ready(c)
+            assert c.post("/translate", json={"q": "Ja.", "target": "en"}).status_code == 200
+            proc.terminate()
+            proc.wait(20)
+            batches = c.app.state.registry.metrics.registry.get_sample_value
+            before = batches("aiayn_batch_texts_count", {"model": "t"})
+            for path, body in (("/translate", {"q": "Ja.", "target": "en"}), ("/v1/translate", {"text": "Ja."})):  # fmt: skip
+                r = c.post(path, json=body)
+                assert r.status_code == 503, r.text
+                assert "request limits cannot be counted now" in r.text
+                assert "127.0.0.1" not in r.text and "Error" not in r.text  # no internals
+                assert int(r.headers["Retry-After"]) >= 1
+            assert batches("aiayn_batch_texts_count", {"model": "t"}) == before
 
 
 def _post(port: int, path: str, body: dict) -> int:

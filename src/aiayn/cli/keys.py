@@ -24,7 +24,7 @@ def add_keys(sub) -> None:
     )
     actions = p.add_subparsers(dest="action", required=True)
     add = actions.add_parser(
-        "add", help="add a key (a new random one, or --key's); prints the key, shown only now"
+        "add", help="add a key (a new random one, printed: shown only now; or --key's)"
     )
     add.add_argument(
         "--key",
@@ -65,11 +65,12 @@ def cmd_keys(args: argparse.Namespace) -> None:
                 )
             except ValueError as e:
                 raise UserError(f"--key: {e}") from None
-            print(key)
-            print(
-                f"stored as id {record.id} in {args.db} (the key itself is not kept: copy it now)",
-                file=sys.stderr,
-            )
+            if given is None:  # a new key: shown now, never again
+                print(key)
+                kept = " (the key itself is not kept: copy it now)"
+            else:  # the caller has it: not echoed into a script's log
+                kept = ""
+            print(f"stored as id {record.id} in {args.db}{kept}", file=sys.stderr)
         elif args.action == "remove":
             try:
                 record = store.remove(args.key)

@@ -46,7 +46,10 @@ from aiayn.serve.errors import (
     is_form,
     query_fields,
 )
-from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore
+from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore, KeyStoreUnavailable
+
+KEYS_WAIT = 2.0  # seconds a key lookup waits for another process's lock on the database
+KEYS_RETRY_AFTER = 5  # the Retry-After of a 503 when keys or counts cannot be read
 
 log = logging.getLogger("aiayn.serve")
 
@@ -117,14 +120,18 @@ class Gate:
 
     def __init__(self, access: AccessConfig, config: ServeConfig) -> None:
         self.access, self.config = access, config
-        self.keys = KeyStore(access.api_keys_db, create=False) if access.api_keys else None
+        self.keys = (
+            KeyStore(access.api_keys_db, create=False, timeout=KEYS_WAIT)
+            if access.api_keys
+            else None
+        )
         self.limiter = None
         self.storage = None
         if access.limited or access.api_keys:
             from limits.storage import storage_from_string
             from limits.strategies import MovingWindowRateLimiter
 
-            self.storage = storage_from_string(access.shared_storage)
+            self.storage = storage_from_string(access.shared_storage, wrap_exceptions=True)
             self.limiter = MovingWindowRateLimiter(self.storage)
         self.remote = not access.shared_storage.startswith("memory://")
         self._origin = (
@@ -158,7 +165,7 @@ class Gate:
                     403, "Invalid API key" if lt else "api_key: invalid API key", "api_key"
                 )
             if given:
-                key = await run_in_threadpool(self.keys.lookup, given)
+                key = await run_in_threadpool(self._lookup, given)
                 if key is None:
                     raise ServeError(
                         403, "Invalid API key" if lt else "api_key: invalid API key", "api_key"
@@ -174,6 +181,20 @@ class Gate:
             config = dataclasses.replace(config, max_chars=key.char_limit)
             chars_by = "this API key's limit"
         return Caller(key, address, config, chars_by)
+
+    def _lookup(self, given: str) -> ApiKey | None:
+        """``given``'s record; 503 when the key database cannot be read (no request that
+        needs a key is served then), logged without the key."""
+        try:
+            return self.keys.lookup(given)
+        except KeyStoreUnavailable as e:
+            log.error("API keys cannot be checked: %s", e)
+            raise ServeError(
+                503,
+                "API keys cannot be checked now; try again later",
+                "api_key",
+                headers={"Retry-After": str(KEYS_RETRY_AFTER)},
+            ) from None
 
     def _needs_key(self, request: Request) -> bool:
         if self.access.under_attack or self._origin is None:
@@ -217,10 +238,21 @@ class Gate:
             if cost > item.amount:
                 message = f"{cost} texts in one request; the limit is {item}"
                 raise ServeError(400, f"Invalid request: {message}" if lt else message, "q")
-        if self.remote:
-            refused = await run_in_threadpool(self._hit, items, identity, cost)
-        else:
-            refused = self._hit(items, identity, cost)
+        from limits.errors import StorageError
+
+        try:
+            if self.remote:
+                refused = await run_in_threadpool(self._hit, items, identity, cost)
+            else:
+                refused = self._hit(items, identity, cost)
+        except StorageError as e:  # Redis gone: nothing counted, nothing served
+            log.error("request limits cannot be counted (--shared-storage): %s", e)
+            raise ServeError(
+                503,
+                "request limits cannot be counted now; try again later",
+                None,
+                headers={"Retry-After": str(KEYS_RETRY_AFTER)},
+            ) from None
         if refused is None:
             return
         item, reset = refused

@@ -84,7 +84,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(docs.router)
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, timeout=config.timeout)
     app.add_middleware(RequestMetrics, metrics=registry.metrics)
     app.add_middleware(Cors)  # outermost: every answer, errors included
     for router in (native.router, libretranslate.router, openai.router, files.router):

@@ -10,6 +10,7 @@ is answered 500 by ``InternalErrors`` without closing the client's keep-alive co
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from urllib.parse import parse_qsl
@@ -152,13 +153,15 @@ class InternalErrors:
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over ``max_bytes`` gets 413 before any route reads it.
+    """ASGI middleware: a request body over ``max_bytes`` gets 413 before any route reads it,
+    one not received whole within ``timeout`` seconds 408 (a client sending a byte now and
+    then would otherwise hold its connection, and the memory of its body, for good).
 
     The body is read here (up to the limit) and replayed to the application.
     """
 
-    def __init__(self, app, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, timeout: float = 60.0) -> None:
+        self.app, self.max_bytes, self.timeout = app, max_bytes, timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -167,8 +170,20 @@ class BodyLimit:
         declared = headers.get(b"content-length")
         too_big = declared is not None and declared.isdigit() and int(declared) > self.max_bytes
         chunks, size, more = [], 0, not too_big
+        deadline = asyncio.get_running_loop().time() + self.timeout
         while more:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                response = error_response(
+                    scope["path"],
+                    408,
+                    f"request body not received within {self.timeout:g} s (--timeout)",
+                    "body",
+                    {"Connection": "close"},
+                )
+                return await response(scope, receive, send)
             if message["type"] != "http.request":
                 return  # the client went away
             chunks.append(message.get("body", b""))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 import sqlite3
 import threading
@@ -61,24 +62,61 @@ def _positive_or_none(name: str, value: int | None) -> int | None:
     return value
 
 
-class KeyStore:
-    """The keys of one SQLite file, created (with its directory) on first use. Safe to share
-    between threads; another process (``aiayn keys add``) may write while a server reads."""
+class KeyStoreUnavailable(Exception):
+    """The key database cannot be read now (locked past the wait, damaged, or gone): a key
+    cannot be checked, so no request needing one is served."""
 
-    def __init__(self, path: str | Path, create: bool = True) -> None:
+
+class KeyStore:
+    """The keys of one SQLite file, created (with its directory, readable by its owner only)
+    on first use. Safe to share between threads; another process (``aiayn keys add``) may
+    write while a server reads. A file put in its place (removed and made again, or a backup
+    moved in) is opened anew at the next lookup, so that keys it no longer holds stop working
+    at once. ``timeout``: seconds a lookup waits for another process's lock."""
+
+    def __init__(self, path: str | Path, create: bool = True, timeout: float = 10.0) -> None:
         self.path = Path(path)
+        self.timeout = timeout
         if not create and not self.path.is_file():
             raise FileNotFoundError(
                 f"{self.path}: no API key database; make one with `aiayn keys add --db {self.path}`"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            try:  # digests only, but a given key may be weak: not for other users to read
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
+        self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
+            self._db, self._file = self._open()
             self._db.execute(_SCHEMA)
             self._db.commit()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"{self.path}: not an API key database ({e})") from None
-        self._lock = threading.Lock()
+
+    def _open(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        """A connection to the file now at ``path`` (never creating one), and which file."""
+        uri = f"{self.path.resolve().as_uri()}?mode=rw"
+        db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=self.timeout)
+        stat = os.stat(self.path)
+        return db, (stat.st_dev, stat.st_ino)
+
+    def _current(self) -> sqlite3.Connection:
+        """The connection, opened anew if another file took ``path``'s place (under
+        ``_lock``)."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            raise KeyStoreUnavailable(f"{self.path}: no such file (removed?)") from None
+        if (stat.st_dev, stat.st_ino) != self._file:
+            try:
+                db, file = self._open()
+            except sqlite3.Error as e:
+                raise KeyStoreUnavailable(f"{self.path}: cannot open ({e})") from None
+            self._db.close()
+            self._db, self._file = db, file
+        return self._db
 
     def add(
         self,
@@ -116,21 +154,34 @@ class KeyStore:
         """Remove a key, given whole or by its id; ``KeyError`` if none matches."""
         record = self.lookup(key_or_id) or self._by_id(key_or_id)
         if record is None:
-            raise KeyError(f"no API key {key_or_id!r} in {self.path} (see `aiayn keys list`)")
+            shown = (
+                key_or_id
+                if len(key_or_id) == ID_LENGTH
+                else f"(id {digest(key_or_id)[:ID_LENGTH]})"
+            )
+            raise KeyError(f"no API key {shown} in {self.path} (see `aiayn keys list`)")
         with self._lock, self._db:
             self._db.execute("DELETE FROM api_keys WHERE digest = ?", (record.digest,))
         return record
 
     def lookup(self, key: str) -> ApiKey | None:
         """The record of ``key``, or None: found by its digest, then the digests compared in
-        constant time (``hmac.compare_digest``)."""
+        constant time (``hmac.compare_digest``); ``KeyStoreUnavailable`` if the database
+        cannot be read now."""
         wanted = digest(key)
         with self._lock:
-            row = self._db.execute(
-                "SELECT digest, name, req_limit, char_limit, created FROM api_keys "
-                "WHERE digest = ?",
-                (wanted,),
-            ).fetchone()
+            try:
+                row = (
+                    self._current()
+                    .execute(
+                        "SELECT digest, name, req_limit, char_limit, created FROM api_keys "
+                        "WHERE digest = ?",
+                        (wanted,),
+                    )
+                    .fetchone()
+                )
+            except sqlite3.Error as e:  # locked past the wait, damaged, not a key database
+                raise KeyStoreUnavailable(f"{self.path}: {e}") from None
         if row is None or not hmac.compare_digest(row[0], wanted):
             return None
         return ApiKey(*row)

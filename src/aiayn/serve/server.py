@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import importlib
 import logging
+import re
 import signal
 import socket
 import sys
@@ -21,6 +22,7 @@ from aiayn.serve.access import AccessConfig
 from aiayn.serve.app import create_app
 from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.models import ModelSpec, check_spec
+from aiayn.serve.protocol import MAX_HEAD_BYTES, protocol_class
 
 log = logging.getLogger("aiayn.serve")
 
@@ -143,17 +145,55 @@ def http_stack() -> str:
     return f"{parser} on {'uvloop' if imports('uvloop') else 'asyncio'}"
 
 
-def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level="info",
-            access_log=config.access_log,
-            timeout_graceful_shutdown=int(config.timeout) + 5,
-        )
+_KEY_IN_QUERY = re.compile(r"((?:^|[?&;])api(?:_|%5f)key=)[^&;# ]*", re.IGNORECASE)
+
+
+def redact_keys(path: str) -> str:
+    """A request target as the access log writes it: an ``api_key`` in its query string
+    (LibreTranslate's clients may send one there) replaced by ``REDACTED``."""
+    return _KEY_IN_QUERY.sub(r"\1REDACTED", path)
+
+
+class RedactKeys(logging.Filter):
+    """On uvicorn's access log, whose record's arguments are (client, method, target,
+    HTTP version, status): no API key written to the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (*args[:2], redact_keys(args[2]), *args[3:])
+        return True
+
+
+def server_config(
+    app, config: ServeConfig, host: str, port: int, log_level: str = "info"
+) -> uvicorn.Config:
+    """uvicorn's settings for ``app``: a request head bounded in bytes and time
+    (``aiayn.serve.protocol``), the connection's address as the client's, a graceful stop
+    within the request timeout, and an access log (``--access-log``) without API keys."""
+    settings = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=config.access_log,
+        timeout_graceful_shutdown=int(config.timeout) + 5,
+        http=protocol_class(),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        # the client is the connection's: uvicorn's default would take X-Forwarded-For's
+        # word from any client on 127.0.0.1 (a proxy on this host passing a client's header
+        # on), and a client could then name any address to the request limits;
+        # --trust-forwarded-for is the one place that reads it
+        proxy_headers=False,
     )
+    access = logging.getLogger("uvicorn.access")  # set up by uvicorn.Config just now
+    if not any(isinstance(f, RedactKeys) for f in access.filters):
+        access.addFilter(RedactKeys())
+    return settings
+
+
+def _serve(sock, app, config: ServeConfig, host: str, port: int) -> int:
+    server = uvicorn.Server(server_config(app, config, host, port))
     failure: list[str] = []
 
     def stop(error: str) -> None:
