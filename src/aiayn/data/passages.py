@@ -9,15 +9,11 @@ line translated sentence by sentence.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from aiayn.data.markup import pieces
 
-# a line: its leading blanks, its text, and its trailing white space with its line break
-_LINE = re.compile(r"([ \t]*)(.*?)(\s*)$", re.DOTALL)
-# where a sentence may end before a line's end (pieces decides whether one does)
-_INNER_END = re.compile(r"[.!?\u2026]\S*\s")
+_ENDS = ".!?\u2026"  # where a sentence may end (pieces decides whether one does)
 
 
 class Passages:
@@ -39,19 +35,20 @@ class Passages:
         self._plans: list[list[tuple[str, int, str]]] = []
         for passage in passages:
             plan = []
+            begun = False  # whether a line of this passage has sentences already
             for line in passage.splitlines(keepends=True):
-                lead, body, trail = _LINE.match(line).groups()
+                lead, body, trail = _parts(line)
                 if not body or not translatable(body):
                     plan.append((line, 0, ""))
                     continue
                 words = body.split()
-                if _INNER_END.search(body) is None and fits(" ".join(words)):
+                ends = any(c in w for w in words[:-1] for c in _ENDS)  # before the line's end
+                if not ends and fits(" ".join(words)):
                     ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
                 else:
                     ranges = pieces(words, fits)
-                self.first.extend(
-                    not any(n for _, n, _ in plan) and k == 0 for k in range(len(ranges))
-                )
+                self.first.extend(not begun and k == 0 for k in range(len(ranges)))
+                begun = True
                 self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
                 plan.append((lead, len(ranges), trail))
             self._plans.append(plan)
@@ -71,3 +68,12 @@ class Passages:
                 parts.append(before + " ".join(words) + after)
             out.append("".join(parts))
         return out
+
+
+def _parts(line: str) -> tuple[str, str, str]:
+    """A line's leading white space, its text, and its trailing white space with its line
+    break (string methods, not an expression: white space inside a long line would make one
+    backtrack in time growing with its square)."""
+    text = line.lstrip()
+    body = text.rstrip()
+    return line[: len(line) - len(text)], body, text[len(body) :]
