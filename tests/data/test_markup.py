@@ -169,6 +169,18 @@ def test_sentences_are_cut_at_their_ends_and_a_long_one_where_it_fits():
     assert pieces(["Überlang"], lambda t: False) == [(0, 1)]  # one word is never cut
 
 
+def test_a_long_word_is_read_for_a_sentence_end_in_time_in_proportion_to_it():
+    """A word's end is looked at, not every way of reading the whole word as one: 60,000
+    letters before a space took 9 s (the time grew with the word's square); a client sends
+    such a word to LibreTranslate's /translate, cut on the server's event loop."""
+    import time
+
+    start = time.perf_counter()
+    assert pieces(["a" * 60_000, "b"], lambda t: len(t) < 10) == [(0, 1), (1, 2)]
+    assert time.perf_counter() - start < 2
+    assert pieces("Das Haus. Der Baum.".split(), lambda t: True) == [(0, 2), (2, 4)]
+
+
 def test_sentences_join_the_pieces_of_a_segment_back_with_their_alignments():
     documents = [parse("<p>Eins. <b>Zwei</b> drei.</p>"), parse("<h1>Titel</h1>")]
     sentences = Sentences(documents, lambda t: True)

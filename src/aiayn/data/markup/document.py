@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 from aiayn.data.markup.placement import write
 from aiayn.data.markup.segments import Segment, collect
 
-_SENTENCE_END = re.compile(r"(?:\w{3,}|\d|\))[.!?\u2026][\"')\u201c\u201d\u00bb]*$|[!?]$")
+_SENTENCE_END = re.compile(r"(?:\w{3}|\d|\))[.!?\u2026][\"')\u201c\u201d\u00bb]*$|[!?]$")
 Translations = Sequence[tuple[str, Sequence[tuple[int, int]]]]
 
 
