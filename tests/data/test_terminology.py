@@ -76,6 +76,18 @@ def test_placeholders_of_each_kind_and_none_in_prose():
     assert [m.source for m in placeholders("an @alice und %d", extended)] == ["@alice", "%d"]
 
 
+def test_a_percent_sign_and_many_zeros_are_read_in_time_in_proportion_to_them():
+    """ "0" is a printf flag and was a width's first digit too: "%" and 24,000 zeros took 9 s
+    (time growing with their square); a width still follows its flags."""
+    import time
+
+    start = time.perf_counter()
+    assert placeholders("%" + "0" * 24_000 + "y") == []
+    assert time.perf_counter() - start < 2
+    found = placeholders("%05d %-010.2f %00d %10s %1$05d %(n)03d")
+    assert [m.source for m in found] == ["%05d", "%-010.2f", "%00d", "%10s", "%1$05d", "%(n)03d"]
+
+
 def test_a_byte_order_mark_is_no_part_of_a_term_or_header(tmp_path):
     """Spreadsheets and Windows editors save UTF-8 with a BOM: it was read into "\ufeffde"."""
     (tmp_path / "g.tsv").write_text("\ufeffde\ten\nSchraube\tbolt\n", encoding="utf-8")

@@ -37,7 +37,7 @@ class Passages:
             plan = []
             begun = False  # whether a line of this passage has sentences already
             for line in passage.splitlines(keepends=True):
-                lead, body, trail = _parts(line)
+                lead, body, trail = edges(line)
                 if not body or not translatable(body):
                     plan.append((line, 0, ""))
                     continue
@@ -70,10 +70,10 @@ class Passages:
         return out
 
 
-def _parts(line: str) -> tuple[str, str, str]:
-    """A line's leading white space, its text, and its trailing white space with its line
-    break (string methods, not an expression: white space inside a long line would make one
-    backtrack in time growing with its square)."""
-    text = line.lstrip()
-    body = text.rstrip()
-    return line[: len(line) - len(text)], body, text[len(body) :]
+def edges(text: str) -> tuple[str, str, str]:
+    """``text``'s leading white space, what lies between, and its trailing white space (a
+    line's: with its line break). String methods, not an expression: white space inside a
+    long text makes ``(\\s*)(.*?)(\\s*)$`` backtrack in time growing with its square."""
+    rest = text.lstrip()
+    body = rest.rstrip()
+    return text[: len(text) - len(rest)], body, rest[len(body) :]

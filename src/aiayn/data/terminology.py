@@ -31,7 +31,9 @@ from aiayn.errors import UserError
 # {count, number}, Mustache/Jinja ({{name}}, {{{raw}}}, {% tag %}), shell and template
 # variables ($VAR, ${VAR}), self-closing tags (<x/>, <br id="1"/>); and what is never
 # translated: URLs and e-mail addresses.
-_PRINTF = r"[-#0+']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
+# (a width's first digit is not "0", a flag: a "%" and many zeros would be read in time
+# growing with their square)
+_PRINTF = r"[-#0+']*(?:[1-9]\d*|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
 PLACEHOLDERS: tuple[str, ...] = (
     r"%\(\w+\)" + _PRINTF + r"|%\{\w+\}",
     r"%(?:\d+\$)?" + _PRINTF + r"(?!\w)",
