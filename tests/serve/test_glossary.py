@@ -146,6 +146,17 @@ def test_the_server_keeps_placeholders_on_every_route(keeping):
     assert all(s in out for s in spans[1]), out
 
 
+def test_a_kept_span_holding_a_sentence_end_is_not_cut(keeping):
+    """LibreTranslate's /translate cuts a text into sentences: "{% trans 'Hallo!' %}" was cut
+    after "'Hallo!'", and kept in neither sentence (/v1/translate, given the text whole, kept
+    it)."""
+    for span in ("{% trans 'Hallo!' %}", "{{ Name! }}"):
+        text = f"Bitte {span} lesen. Danke."
+        r = keeping.post("/translate", json={"q": text, "source": "de", "target": "en"})
+        assert r.status_code == 200, r.text
+        assert span in r.json()["translatedText"], r.text
+
+
 def test_a_bad_keep_expression_is_refused_naming_it():
     from aiayn.serve.config import ServeConfig
 
