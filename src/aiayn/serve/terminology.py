@@ -44,11 +44,13 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
 
 def check_glossary(glossary: Glossary, model: ServedModel) -> None:
     """The server's ``glossary`` usable for ``model``'s languages (a term given two targets
-    there fails the start, naming its file and line); other pairs are not its concern."""
+    there fails the start, naming its file and line); other pairs are not its concern. Its
+    terms are made now, as the model loads (100,000 terms' expression takes seconds: the
+    first request would have made them on the event loop)."""
     if model.is_translator and model.languages:
         pair = tuple(code.lower() for code in model.languages)
         if pair in glossary.pairs:
-            glossary.table(*pair)
+            glossary.terms(*pair)
 
 
 def _given(given: Mapping) -> dict[str, str]:
