@@ -39,6 +39,32 @@ def test_the_servers_glossary_applies_to_documents_too(client):
     assert "bolt" in text.splitlines()[0]
 
 
+def test_a_requests_terms_join_the_servers_off_the_event_loop(client, monkeypatch):
+    """Their expression is made anew for each request's terms, in time growing with the
+    server's glossary (a second for 100,000 terms), which every other client waited for."""
+    import asyncio
+
+    import aiayn.serve.terminology as serving
+
+    made_in_loop = []
+
+    class Recorded(serving.Terms):
+        def __init__(self, table):
+            try:
+                asyncio.get_running_loop()
+                made_in_loop.append(True)
+            except RuntimeError:  # a worker thread's
+                made_in_loop.append(False)
+            super().__init__(table)
+
+    monkeypatch.setattr(serving, "Terms", Recorded)
+    for path, field in (("/translate", "q"), ("/v1/translate", "text")):
+        body = {field: TEXTS[1], "source": "de", "target": "en", "glossary": {path: "x"}}
+        r = client.post(path, json=body)
+        assert r.status_code == 200, r.text
+    assert made_in_loop == [False, False]
+
+
 def test_the_servers_glossary_is_read_once_at_start(model_dirs, tmp_path):
     """Read when the app is made (a bad file fails then), never again: a file that is gone
     later (a pipe, a rotated file) still gives its terms."""

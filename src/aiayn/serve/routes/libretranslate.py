@@ -27,7 +27,7 @@ from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
-from aiayn.serve.terminology import request_terms, terms_key
+from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
@@ -172,7 +172,7 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         check_prefix(req.prefix, registry.config)
         return _as_it_came(req, same)
     model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = request_terms(model, req.glossary, request.app.state.glossary)
+    terms = await terms_for(model, req.glossary, request.app.state.glossary)
     if req.format == "html":
         return await _translate_html(req, model, registry, caller, terms)
     check_prefix(req.prefix, config)
