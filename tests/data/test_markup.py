@@ -194,6 +194,25 @@ def test_a_run_of_line_breaks_is_written_back_in_time_in_proportion_to_it():
     assert page == "<p>house" + "<br>" * 30_000 + "tree</p>"  # every break, in its place
 
 
+def test_a_kept_span_is_not_cut_between_sentences():
+    """A cut at the "!" of "{% trans 'Hallo!' %}", or where the model's length ran out inside
+    "{{ a b }}", left the span whole in neither sentence, and neither kept it."""
+    from aiayn.data.markup.document import kept_joins
+    from aiayn.data.terminology import PLACEHOLDERS
+
+    words = "Bitte {% trans 'Hallo!' %} lesen. x{{ a b }}y z".split()
+    glued = kept_joins(words, PLACEHOLDERS)
+    assert glued == {2, 3, 4, 7, 8, 9}  # inside words 1-4 and 6-9
+    texts = [" ".join(words[a:b]) for a, b in pieces(words, lambda t: True, glued)]
+    assert texts == ["Bitte {% trans 'Hallo!' %} lesen.", "x{{ a b }}y z"]
+    texts = [" ".join(words[a:b]) for a, b in pieces(words, lambda t: len(t) <= 20, glued)]
+    assert texts == ["Bitte", "{% trans 'Hallo!' %}", "lesen.", "x{{ a b }}y z"]
+    document = parse("<p>Bitte <b>{% trans 'Hallo!' %}</b> lesen.</p>")
+    assert Sentences([document], lambda t: True).texts == ["Bitte {% trans 'Hallo!'", "%} lesen."]
+    kept = Sentences([document], lambda t: True, PLACEHOLDERS)
+    assert kept.texts == ["Bitte {% trans 'Hallo!' %} lesen."]
+
+
 def test_sentences_join_the_pieces_of_a_segment_back_with_their_alignments():
     documents = [parse("<p>Eins. <b>Zwei</b> drei.</p>"), parse("<h1>Titel</h1>")]
     sentences = Sentences(documents, lambda t: True)

@@ -9,11 +9,10 @@ line translated sentence by sentence.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from aiayn.data.markup import pieces
-from aiayn.data.terminology import placeholders
+from aiayn.data.markup.document import kept_joins
 
 _ENDS = ".!?\u2026"  # where a sentence may end (pieces decides whether one does)
 
@@ -23,7 +22,7 @@ class Passages:
     a passage with a word (``translatable``) cut into sentences that each ``fits`` the model
     (a sentence that does not is cut again at its last word that fits); other lines (blank,
     an emoji, a number) are kept as they are; a span ``keep`` matches (regular expressions:
-    ``{% trans 'Hallo!' %}``) is never cut, its words one. ``first[i]``: whether sentence i
+    ``{% trans 'Hallo!' %}``) is not cut where another cut may be made. ``first[i]``: whether sentence i
     begins its passage. ``join`` gives the passages back from the sentences' translations."""
 
     def __init__(
@@ -45,12 +44,12 @@ class Passages:
                 if not body or not translatable(body):
                     plan.append((line, 0, ""))
                     continue
-                words = _words(body, keep) if keep else body.split()
+                words = body.split()
                 ends = any(c in w for w in words[:-1] for c in _ENDS)  # before the line's end
                 if not ends and fits(" ".join(words)):
                     ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
                 else:
-                    ranges = pieces(words, fits)
+                    ranges = pieces(words, fits, kept_joins(words, keep) if keep else frozenset())
                 self.first.extend(not begun and k == 0 for k in range(len(ranges)))
                 begun = True
                 self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
@@ -81,24 +80,3 @@ def edges(text: str) -> tuple[str, str, str]:
     rest = text.lstrip()
     body = rest.rstrip()
     return text[: len(text) - len(rest)], body, rest[len(body) :]
-
-
-def _words(body: str, keep: Sequence[str]) -> list[str]:
-    """``body``'s words, those of a span ``keep`` matches joined into one (by single spaces):
-    a cut between them would leave the span whole in neither sentence."""
-    words = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", body)]
-    spans = [m for m in placeholders(body, keep) if any(c.isspace() for c in m.source)]
-    if not spans:
-        return [w for _, _, w in words]
-    out: list[str] = []
-    k, last = 0, -1  # the next span; the span the last word was in
-    for start, end, word in words:
-        while k < len(spans) and spans[k].end <= start:
-            k += 1
-        inside = k if k < len(spans) and spans[k].start < end else -1
-        if inside != -1 and inside == last:
-            out[-1] += " " + word
-        else:
-            out.append(word)
-        last = inside
-    return out

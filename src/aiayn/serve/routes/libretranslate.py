@@ -350,7 +350,7 @@ async def _translate_html(
         return model.token_counts([text])[0] <= limit
 
     try:
-        sentences = await run_in_threadpool(markup.read, documents, names, fits)
+        sentences = await run_in_threadpool(markup.read, documents, names, fits, config.kept)
     except markup.MarkupError as e:
         raise ServeError(400, str(e), "q") from None
     options = dict(beam=config.beam)
