@@ -131,3 +131,20 @@ def test_the_command_line_reads_html_as_utf8_naming_a_bad_byte(translator, monke
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(raw))
     assert main(["translate", str(translator.path), "--format", "html"]) == 2
     assert "stdin, line 2: not UTF-8 (byte 0xfc at column 6)" in capsys.readouterr().err
+
+
+def test_a_kept_span_holding_a_sentence_end_is_kept_whole(translator, tmp_path):
+    """A page (and a document) is cut into sentences: "{% trans 'Hallo!' %}" was cut after
+    its "!", and kept in neither sentence."""
+    from aiayn.errors import UserError
+
+    span = "{% trans 'Hallo!' %}"
+    html = f"<p>Bitte {span} lesen. Danke.</p>"
+    (page,) = translator.translate_html([html], keep=aiayn.PLACEHOLDERS)
+    assert span in page, page
+    note = tmp_path / "note.txt"
+    note.write_text(f"Bitte {span} lesen. Danke.\n", encoding="utf-8")
+    out = translator.translate_file(note, tmp_path / "out.txt", keep=aiayn.PLACEHOLDERS)
+    assert span in out.read_text(encoding="utf-8")
+    with pytest.raises(UserError, match=r"keep: '\(x' is not a regular expression"):
+        translator.translate_html([html], keep=["(x"])

@@ -169,6 +169,50 @@ def test_sentences_are_cut_at_their_ends_and_a_long_one_where_it_fits():
     assert pieces(["Überlang"], lambda t: False) == [(0, 1)]  # one word is never cut
 
 
+def test_a_long_word_is_read_for_a_sentence_end_in_time_in_proportion_to_it():
+    """A word's end is looked at, not every way of reading the whole word as one: 60,000
+    letters before a space took 9 s (the time grew with the word's square); a client sends
+    such a word to LibreTranslate's /translate, cut on the server's event loop."""
+    import time
+
+    start = time.perf_counter()
+    assert pieces(["a" * 60_000, "b"], lambda t: len(t) < 10) == [(0, 1), (1, 2)]
+    assert time.perf_counter() - start < 2
+    assert pieces("Das Haus. Der Baum.".split(), lambda t: True) == [(0, 2), (2, 4)]
+
+
+def test_a_run_of_line_breaks_is_written_back_in_time_in_proportion_to_it():
+    """Each point looked for the first character after the breaks that follow it, over the
+    whole run: 30,000 <br> in one paragraph took 17 s to write back (time growing with the
+    run's square; a document of a megabyte, hours)."""
+    import time
+
+    document = parse("<p>Haus " + "<br>" * 30_000 + " Baum</p>")
+    start = time.perf_counter()
+    (page,) = [document.render([("house tree", [(0, 0), (1, 1)])])]
+    assert time.perf_counter() - start < 2
+    assert page == "<p>house" + "<br>" * 30_000 + "tree</p>"  # every break, in its place
+
+
+def test_a_kept_span_is_not_cut_between_sentences():
+    """A cut at the "!" of "{% trans 'Hallo!' %}", or where the model's length ran out inside
+    "{{ a b }}", left the span whole in neither sentence, and neither kept it."""
+    from aiayn.data.markup.document import kept_joins
+    from aiayn.data.terminology import PLACEHOLDERS
+
+    words = "Bitte {% trans 'Hallo!' %} lesen. x{{ a b }}y z".split()
+    glued = kept_joins(words, PLACEHOLDERS)
+    assert glued == {2, 3, 4, 7, 8, 9}  # inside words 1-4 and 6-9
+    texts = [" ".join(words[a:b]) for a, b in pieces(words, lambda t: True, glued)]
+    assert texts == ["Bitte {% trans 'Hallo!' %} lesen.", "x{{ a b }}y z"]
+    texts = [" ".join(words[a:b]) for a, b in pieces(words, lambda t: len(t) <= 20, glued)]
+    assert texts == ["Bitte", "{% trans 'Hallo!' %}", "lesen.", "x{{ a b }}y z"]
+    document = parse("<p>Bitte <b>{% trans 'Hallo!' %}</b> lesen.</p>")
+    assert Sentences([document], lambda t: True).texts == ["Bitte {% trans 'Hallo!'", "%} lesen."]
+    kept = Sentences([document], lambda t: True, PLACEHOLDERS)
+    assert kept.texts == ["Bitte {% trans 'Hallo!' %} lesen."]
+
+
 def test_sentences_join_the_pieces_of_a_segment_back_with_their_alignments():
     documents = [parse("<p>Eins. <b>Zwei</b> drei.</p>"), parse("<h1>Titel</h1>")]
     sentences = Sentences(documents, lambda t: True)

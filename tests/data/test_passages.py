@@ -1,5 +1,7 @@
 """Plain texts cut into lines and sentences, and joined back from their translations."""
 
+import time
+
 import pytest
 
 from aiayn.data.passages import Passages
@@ -24,3 +26,40 @@ def test_a_sentence_too_long_for_the_model_is_cut_where_it_still_fits():
     p = Passages(["a b c d e."], fits=lambda t: len(t.split()) <= 2)
     assert p.texts == ["a b", "c d", "e."]
     assert p.join(["1", "", "3 "]) == ["1 3"]  # an empty translation leaves no double space
+
+
+def test_a_line_is_cut_in_time_in_proportion_to_its_length():
+    """Shapes a client may send in one text (LibreTranslate's /translate cuts them on the
+    server's event loop): white space inside a long line, a word full of full stops, and
+    thousands of lines after thousands of blank ones. Each took seconds (the time grew with
+    the square of the text); a twentieth of that is the bar."""
+    shapes = {
+        "a" + " \t" * 30_000 + "b": 1,
+        "." * 60_000 + " a": 1,
+        "\n" * 40_000 + "a\n" * 20_000: 20_000,
+    }
+    for text, sentences in shapes.items():
+        start = time.perf_counter()
+        p = Passages([text], fits=lambda t: True)
+        assert time.perf_counter() - start < 2, repr(text[:10])
+        assert len(p.texts) == sentences and p.first[1:] == [False] * (sentences - 1)
+
+
+def test_leading_white_space_of_any_kind_is_kept():
+    p = Passages(["\u3000Hallo.\u00a0\n\u00a0 Welt"], fits=lambda t: True)
+    assert p.texts == ["Hallo.", "Welt"]
+    assert p.join(["Hello.", "World"]) == ["\u3000Hello.\u00a0\n\u00a0 World"]
+
+
+def test_a_kept_span_is_not_cut_where_it_fits_whole():
+    """A cut at its "!" or where the model's length ran out left the span whole in neither
+    sentence, so neither kept it."""
+    from aiayn.data.terminology import PLACEHOLDERS
+
+    text = "Bitte {% trans 'Hallo!' %} lesen. x{{ a b }}y {{c}} z"
+    p = Passages([text], fits=lambda t: len(t.split()) <= 4, keep=PLACEHOLDERS)
+    assert p.texts == ["Bitte", "{% trans 'Hallo!' %}", "lesen.", "x{{ a b }}y", "{{c}} z"]
+    assert Passages([text], fits=lambda t: True, keep=PLACEHOLDERS).texts == [
+        "Bitte {% trans 'Hallo!' %} lesen.",
+        "x{{ a b }}y {{c}} z",
+    ]

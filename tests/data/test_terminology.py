@@ -76,6 +76,35 @@ def test_placeholders_of_each_kind_and_none_in_prose():
     assert [m.source for m in placeholders("an @alice und %d", extended)] == ["@alice", "%d"]
 
 
+def test_a_percent_sign_and_many_zeros_are_read_in_time_in_proportion_to_them():
+    """ "0" is a printf flag and was a width's first digit too: "%" and 24,000 zeros took 9 s
+    (time growing with their square); a width still follows its flags."""
+    import time
+
+    start = time.perf_counter()
+    assert placeholders("%" + "0" * 24_000 + "y") == []
+    assert time.perf_counter() - start < 2
+    found = placeholders("%05d %-010.2f %00d %10s %1$05d %(n)03d")
+    assert [m.source for m in found] == ["%05d", "%-010.2f", "%00d", "%10s", "%1$05d", "%(n)03d"]
+
+
+def test_mail_addresses_are_found_in_time_in_proportion_to_the_text():
+    """Tried at every word boundary, each read to the end of its run of characters: 100,000
+    characters of "a-a-" took 15 s (time growing with their square); a paragraph of a
+    document is read whole for the spans it keeps."""
+    import time
+
+    start = time.perf_counter()
+    assert placeholders("a-" * 50_000) == []
+    assert time.perf_counter() - start < 2
+    text = "an info@example.de! (a.b+c@x-y.co.uk) mailto:x@y.de, E-Mail @alice"
+    assert [m.source for m in placeholders(text)] == [
+        "info@example.de",
+        "a.b+c@x-y.co.uk",
+        "x@y.de",
+    ]
+
+
 def test_a_byte_order_mark_is_no_part_of_a_term_or_header(tmp_path):
     """Spreadsheets and Windows editors save UTF-8 with a BOM: it was read into "\ufeffde"."""
     (tmp_path / "g.tsv").write_text("\ufeffde\ten\nSchraube\tbolt\n", encoding="utf-8")

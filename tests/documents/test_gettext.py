@@ -189,3 +189,29 @@ def test_positional_printf_placeholders_are_placeholders():
 
     assert Sentences(opened.documents, lambda t: True).texts == ["Datei von gelöscht."]
     assert PLACEHOLDER.findall("%1$s, %2$5.2f, %(n)s") == ["%1$s", "%2$5.2f", "%(n)s"]
+
+
+def test_a_hostile_message_is_read_in_time_in_proportion_to_it():
+    """Messages of characters two parts of the placeholder expression (or of the one that
+    kept a message's edges) could both take: each took 9 s or more to read (the time grew
+    with the square of the message; an upload of a megabyte, hours)."""
+    import time
+
+    from aiayn.data.markup import Sentences
+
+    hostile = [
+        "a" + " " * 64_000 + "b",  # white space inside
+        "%" + "0" * 24_000 + "y",  # "0": a flag or a width
+        "%(" * 50_000,  # a mapping key holding "%("
+        "{a." + ":" * 48_000,  # ":": a field's or a format spec's
+    ]
+    for message in hostile:
+        text = f'msgid "{message}"\nmsgstr ""\n'
+        start = time.perf_counter()
+        opened = documents.read(text.encode(), "de.po")
+        Sentences(opened.documents, lambda t: True)
+        assert time.perf_counter() - start < 2, message[:8]
+    # the same placeholders as before
+    assert PLACEHOLDER.findall("%05d %-010.2f %00d %10s %(a.b)s {0.x:>10} {a[b:c]} {a.b!r}") == [
+        "%05d", "%-010.2f", "%00d", "%10s", "%(a.b)s", "{0.x:>10}", "{a[b:c]}", "{a.b!r}",
+    ]  # fmt: skip

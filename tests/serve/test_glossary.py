@@ -39,6 +39,32 @@ def test_the_servers_glossary_applies_to_documents_too(client):
     assert "bolt" in text.splitlines()[0]
 
 
+def test_a_requests_terms_join_the_servers_off_the_event_loop(client, monkeypatch):
+    """Their expression is made anew for each request's terms, in time growing with the
+    server's glossary (a second for 100,000 terms), which every other client waited for."""
+    import asyncio
+
+    import aiayn.serve.terminology as serving
+
+    made_in_loop = []
+
+    class Recorded(serving.Terms):
+        def __init__(self, table):
+            try:
+                asyncio.get_running_loop()
+                made_in_loop.append(True)
+            except RuntimeError:  # a worker thread's
+                made_in_loop.append(False)
+            super().__init__(table)
+
+    monkeypatch.setattr(serving, "Terms", Recorded)
+    for path, field in (("/translate", "q"), ("/v1/translate", "text")):
+        body = {field: TEXTS[1], "source": "de", "target": "en", "glossary": {path: "x"}}
+        r = client.post(path, json=body)
+        assert r.status_code == 200, r.text
+    assert made_in_loop == [False, False]
+
+
 def test_the_servers_glossary_is_read_once_at_start(model_dirs, tmp_path):
     """Read when the app is made (a bad file fails then), never again: a file that is gone
     later (a pipe, a rotated file) still gives its terms."""
@@ -146,6 +172,17 @@ def test_the_server_keeps_placeholders_on_every_route(keeping):
     assert all(s in out for s in spans[1]), out
 
 
+def test_a_kept_span_holding_a_sentence_end_is_not_cut(keeping):
+    """LibreTranslate's /translate cuts a text into sentences: "{% trans 'Hallo!' %}" was cut
+    after "'Hallo!'", and kept in neither sentence (/v1/translate, given the text whole, kept
+    it)."""
+    for span in ("{% trans 'Hallo!' %}", "{{ Name! }}"):
+        text = f"Bitte {span} lesen. Danke."
+        r = keeping.post("/translate", json={"q": text, "source": "de", "target": "en"})
+        assert r.status_code == 200, r.text
+        assert span in r.json()["translatedText"], r.text
+
+
 def test_a_bad_keep_expression_is_refused_naming_it():
     from aiayn.serve.config import ServeConfig
 
@@ -182,6 +219,25 @@ def test_a_ctranslate2_server_names_itself_when_asked_for_terms(model_dirs, tmp_
             glossary = schema["properties"]["glossary"]
             assert {"type": "object", "maxProperties": 0} in glossary["anyOf"], path
             assert "CTranslate2" in glossary["description"]
+
+
+def test_the_server_glossarys_terms_are_made_as_its_model_loads(model_dirs, tmp_path):
+    """Not by the first request, on the event loop: a glossary of 100,000 terms took 1.7 s
+    to make, every client waiting."""
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    path = tmp_path / "terms.tsv"
+    path.write_text("de\ten\nSchraube\tbolt\n")
+    spec = ModelSpec(model_dirs["translator"], "de-en")
+    app = create_app([spec], ServeConfig(glossary=str(path)), background=False)
+    with TestClient(app) as c:
+        assert c.get("/health").status_code == 200
+        made = app.state.glossary._made  # no request yet
+        assert list(made) == [("de", "en")] and made[("de", "en")].targets == {"schraube": "bolt"}
 
 
 def test_a_server_glossary_giving_a_term_two_targets_fails_the_start_naming_its_line(

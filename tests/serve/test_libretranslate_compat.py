@@ -220,3 +220,11 @@ def test_an_api_key_that_is_no_string_is_a_wrong_key(model_dirs, tmp_path):
         r = c.post("/translate", json={"q": "Hallo", "api_key": "", **PAIR})
         assert r.status_code == 400  # an empty one is none
         assert r.json() == {"error": "Please contact the server operator to get an API key"}
+
+
+def test_a_word_longer_than_the_model_reads_is_refused_naming_it(client):
+    # LibreTranslate translates it; a sentence is cut between words, so a word the model
+    # cannot read whole (the tiny model here: 63 tokens) is a 400 naming it, as documented
+    r = client.post("/translate", json={"q": f"{A} {'x' * 300} {B}", **PAIR})
+    assert r.status_code == 400, r.text
+    assert "'xxxx" in r.json()["error"] and "no space to cut it at" in r.json()["error"]

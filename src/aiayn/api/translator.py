@@ -24,6 +24,7 @@ from aiayn.api.terms import (
     text_constraints,
 )
 from aiayn.data.batching import pad
+from aiayn.data.terminology import check_patterns
 from aiayn.documents import Limits
 from aiayn.errors import OptionError, UserError
 from aiayn.infer import translate as decoding
@@ -353,7 +354,9 @@ class Translator(LoadedModel):
                 else [f"document {k + 1}" for k in range(len(documents))]
             )
         limit = self.max_text_tokens
-        sentences = markup.read(documents, names, lambda t: self.token_counts([t])[0] <= limit)
+        sentences = markup.read(
+            documents, names, lambda t: self.token_counts([t])[0] <= limit, _patterns(keep)
+        )
         out = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
@@ -401,7 +404,9 @@ class Translator(LoadedModel):
             )
         opened = documents.read_file(path, limits)
         limit = self.max_text_tokens
-        sentences = documents.sentences(opened, lambda t: self.token_counts([t])[0] <= limit)
+        sentences = documents.sentences(
+            opened, lambda t: self.token_counts([t])[0] <= limit, _patterns(keep)
+        )
         results = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
             max_len_offset=max_len_offset, early_stop=early_stop, max_tokens=max_tokens,
@@ -464,3 +469,8 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
     except OSError:
         return False
+
+
+def _patterns(keep: Sequence[str] | None) -> list[str] | None:
+    """``keep`` checked (an error names a bad expression) before a document is cut by it."""
+    return check_patterns(keep) if keep is not None else None

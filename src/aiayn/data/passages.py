@@ -9,29 +9,28 @@ line translated sentence by sentence.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from aiayn.data.markup import pieces
+from aiayn.data.markup.document import kept_joins
 
-# a line: its leading blanks, its text, and its trailing white space with its line break
-_LINE = re.compile(r"([ \t]*)(.*?)(\s*)$", re.DOTALL)
-# where a sentence may end before a line's end (pieces decides whether one does)
-_INNER_END = re.compile(r"[.!?\u2026]\S*\s")
+_ENDS = ".!?\u2026"  # where a sentence may end (pieces decides whether one does)
 
 
 class Passages:
     """``texts`` (the sentences to translate, in order) cut from ``passages``: every line of
     a passage with a word (``translatable``) cut into sentences that each ``fits`` the model
     (a sentence that does not is cut again at its last word that fits); other lines (blank,
-    an emoji, a number) are kept as they are. ``first[i]``: whether sentence i begins its
-    passage. ``join`` gives the passages back from the sentences' translations."""
+    an emoji, a number) are kept as they are; a span ``keep`` matches (regular expressions:
+    ``{% trans 'Hallo!' %}``) is not cut where another cut may be made. ``first[i]``: whether sentence i
+    begins its passage. ``join`` gives the passages back from the sentences' translations."""
 
     def __init__(
         self,
         passages: Sequence[str],
         fits: Callable[[str], bool],
         translatable: Callable[[str], bool] = lambda line: True,
+        keep: Sequence[str] | None = None,
     ) -> None:
         self.texts: list[str] = []
         self.first: list[bool] = []
@@ -39,19 +38,20 @@ class Passages:
         self._plans: list[list[tuple[str, int, str]]] = []
         for passage in passages:
             plan = []
+            begun = False  # whether a line of this passage has sentences already
             for line in passage.splitlines(keepends=True):
-                lead, body, trail = _LINE.match(line).groups()
+                lead, body, trail = edges(line)
                 if not body or not translatable(body):
                     plan.append((line, 0, ""))
                     continue
                 words = body.split()
-                if _INNER_END.search(body) is None and fits(" ".join(words)):
+                ends = any(c in w for w in words[:-1] for c in _ENDS)  # before the line's end
+                if not ends and fits(" ".join(words)):
                     ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
                 else:
-                    ranges = pieces(words, fits)
-                self.first.extend(
-                    not any(n for _, n, _ in plan) and k == 0 for k in range(len(ranges))
-                )
+                    ranges = pieces(words, fits, kept_joins(words, keep) if keep else frozenset())
+                self.first.extend(not begun and k == 0 for k in range(len(ranges)))
+                begun = True
                 self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
                 plan.append((lead, len(ranges), trail))
             self._plans.append(plan)
@@ -71,3 +71,12 @@ class Passages:
                 parts.append(before + " ".join(words) + after)
             out.append("".join(parts))
         return out
+
+
+def edges(text: str) -> tuple[str, str, str]:
+    """``text``'s leading white space, what lies between, and its trailing white space (a
+    line's: with its line break). String methods, not an expression: white space inside a
+    long text makes ``(\\s*)(.*?)(\\s*)$`` backtrack in time growing with its square."""
+    rest = text.lstrip()
+    body = rest.rstrip()
+    return text[: len(text) - len(rest)], body, rest[len(body) :]

@@ -30,8 +30,11 @@ from aiayn.errors import UserError
 # Ruby's %{name}, Python's str.format ({}, {0}, {name}, {0:.2f}, {user.name}) and ICU's
 # {count, number}, Mustache/Jinja ({{name}}, {{{raw}}}, {% tag %}), shell and template
 # variables ($VAR, ${VAR}), self-closing tags (<x/>, <br id="1"/>); and what is never
-# translated: URLs and e-mail addresses.
-_PRINTF = r"[-#0+']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
+# translated: URLs and e-mail addresses (read from where their run of characters begins: tried
+# at every word boundary, "a-a-a-..." was read in time growing with its square).
+# (a width's first digit is not "0", a flag: a "%" and many zeros would be read in time
+# growing with their square)
+_PRINTF = r"[-#0+']*(?:[1-9]\d*|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
 PLACEHOLDERS: tuple[str, ...] = (
     r"%\(\w+\)" + _PRINTF + r"|%\{\w+\}",
     r"%(?:\d+\$)?" + _PRINTF + r"(?!\w)",
@@ -40,7 +43,7 @@ PLACEHOLDERS: tuple[str, ...] = (
     r"\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*",
     r"<[A-Za-z][\w:.-]*(?:\s[^<>]*)?/>",
     r"\b(?:https?://|ftp://|www\.)[^\s<>\"'{}]*[^\s<>\"'{}.,;:!?)\]]",
-    r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
+    r"(?<![\w.+-])\w[\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
 )
 _PAIR = re.compile(r"^([A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)_([A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)$")
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$")

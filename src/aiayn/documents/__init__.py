@@ -96,10 +96,13 @@ def read_file(path, limits: Limits | None = None) -> Opened:
     return read(data, path.name, limits)
 
 
-def sentences(opened: Opened, fits: Callable[[str], bool]) -> Sentences:
+def sentences(
+    opened: Opened, fits: Callable[[str], bool], keep: Sequence[str] | None = None
+) -> Sentences:
     """The texts of ``opened`` to translate: its segments cut into sentences (``fits``: whether
-    a text fits the model), as every other route to a model cuts them."""
-    return Sentences(opened.documents, fits)
+    a text fits the model; a span ``keep`` matches not cut), as every other route to a model
+    cuts them."""
+    return Sentences(opened.documents, fits, keep)
 
 
 def aligned(opened: Opened) -> bool:

@@ -20,14 +20,17 @@ import re
 from xml.etree import ElementTree
 
 from aiayn.data.markup import Document
+from aiayn.data.passages import edges
 from aiayn.documents.base import DocumentError, Limits
 from aiayn.documents.safety import check_size, decode_text
 
+# (no two parts may take the same characters, "0" a flag and a width's first digit, ":" in a
+# field name and a format spec: a message of such characters would be read in time growing
+# with its square)
 PLACEHOLDER = re.compile(
-    r"%(?:\([^)\s]+\)|\d+\$)?[#0\- +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
-    r"|\{[A-Za-z_0-9]*(?:[.\[][^{}\s]*)?(?:![rsa])?(?::[^{}]*)?\}"
+    r"%(?:\([^()\s]+\)|\d+\$)?[#0\- +]*(?:[1-9]\d*|\*)?(?:\.(?:\d+|\*))?[hlLqjzt]*"
+    r"[diouxXeEfFgGcrsa%]|\{[A-Za-z_0-9]*(?:[.\[][^{}\s:]*)?(?:![rsa])?(?::[^{}]*)?\}"
 )
-_EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 # markup a message holds (``<b>``, ``</a>``, ``<a href="...">``, ``<br/>``): kept whole, never
 # shown to the model, as placeholders are; and its line breaks, kept where the words went
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:_-]*(?:\s[^<>]*)?/?>")
@@ -98,7 +101,7 @@ class _Message:
     written (``%%``, ``{{``)."""
 
     def __init__(self, text: str, flags: list[str]) -> None:
-        self.lead, body, self.trail = _EDGES.match(text).groups()
+        self.lead, body, self.trail = edges(text)
         self.document = Document(placeholder_tree(body)) if body else None
         # placeholders the source writes against a punctuation mark ("%(name)s,")
         self._tight = {m.group() for m in PLACEHOLDER.finditer(body) if _PUNCT.match(body, m.end())}

@@ -361,7 +361,7 @@ async def _translate(
 
     def read():
         opened = documents.read(data, name, limits)
-        return opened, documents.sentences(opened, fits), documents.aligned(opened)
+        return opened, documents.sentences(opened, fits, config.kept), documents.aligned(opened)
 
     try:
         opened, sentences, aligned = await run_in_threadpool(read)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import string
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -40,14 +41,74 @@ LANGUAGE_NAMES = {
 }  # fmt: skip
 
 
-_URL = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.)\S+|\S+@\S+\.\w+")
-
-
 def has_words(text: str) -> bool:
     """Whether ``text`` holds a letter outside URLs and e-mail addresses: a text without one
-    (an emoji, a number, a URL) has nothing to translate, and a model given it invents words."""
-    rest = _URL.sub(" ", text)
-    return any(c.isalpha() for c in rest)
+    (an emoji, a number, a URL) has nothing to translate, and a model given it invents words.
+
+    What ``(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\\.)\\S+|\\S+@\\S+\\.\\w+`` would remove, found
+    in time in proportion to each word (between white space): that expression, tried at each
+    character, read a long word again from each one, in time growing with its square."""
+    return any(_letter_outside_links(word) for word in text.split() if _has_letter(word))
+
+
+def _has_letter(text: str) -> bool:
+    return any(c.isalpha() for c in text)
+
+
+def _letter_outside_links(word: str) -> bool:
+    """Whether ``word`` (no white space) has a letter outside the URLs and e-mail addresses
+    in it, as the expression of ``has_words`` finds them: leftmost first, a URL (``scheme://``
+    after a letter, or ``www.``, and a character after) to the word's end, an address from
+    where it is tried (the last "@" before the last "." followed by a word character) to
+    the end of the word characters after that "."."""
+    at = 0
+    if _link_start(word, 0) != 0:  # a URL there is tried first
+        at = _mail_end(word) or 0  # an address from the start: none after it
+    link = _link_start(word, at)
+    return _has_letter(word[at : len(word) if link is None else link])
+
+
+def _mail_end(word: str) -> int | None:
+    """Where an address in ``word`` tried from its first character ends (None: none)."""
+    dot = next(
+        (d for d in range(len(word) - 2, 1, -1) if word[d] == "." and _word_char(word[d + 1])),
+        None,
+    )
+    if dot is None or "@" not in word[1 : dot - 1]:
+        return None
+    end = dot + 1
+    while end < len(word) and _word_char(word[end]):
+        end += 1
+    return end
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+_LETTERS = frozenset(string.ascii_letters)
+_SCHEME = _LETTERS | frozenset(string.digits + "+.-")
+
+
+def _link_start(word: str, at: int) -> int | None:
+    """Where the first URL of ``word`` from ``at`` begins (None: none): ``www.``, or the
+    first ASCII letter of the scheme run before ``://``, each with a character after."""
+    starts = []
+    www = word.find("www.", at)
+    if www != -1 and www + 4 < len(word):
+        starts.append(www)
+    colon = word.find("://", at)
+    while colon != -1:
+        if colon + 3 < len(word):
+            run = colon
+            while run > at and word[run - 1] in _SCHEME:
+                run -= 1
+            letter = next((i for i in range(run, colon) if word[i] in _LETTERS), None)
+            if letter is not None:
+                starts.append(letter)
+                break
+        colon = word.find("://", colon + 3)
+    return min(starts, default=None)
 
 
 def texts_of(value: str | list[str], field: str, limits: ServeConfig | Caller) -> list[str]:

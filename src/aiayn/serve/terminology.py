@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
+from starlette.concurrency import run_in_threadpool
+
 from aiayn.data.terminology import Glossary, GlossaryError, Terms, term_key, term_table
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
@@ -42,13 +44,24 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
     return _terms(tuple(sorted(table.items())))
 
 
+async def terms_for(model: ServedModel, given: Mapping | None, glossary: Glossary | None):
+    """``request_terms``, off the event loop where a request's terms join the server's: their
+    expression is made anew, in time growing with the server's glossary (a second for
+    100,000 terms, every other client waiting)."""
+    if given and glossary is not None:
+        return await run_in_threadpool(request_terms, model, given, glossary)
+    return request_terms(model, given, glossary)
+
+
 def check_glossary(glossary: Glossary, model: ServedModel) -> None:
     """The server's ``glossary`` usable for ``model``'s languages (a term given two targets
-    there fails the start, naming its file and line); other pairs are not its concern."""
+    there fails the start, naming its file and line); other pairs are not its concern. Its
+    terms are made now, as the model loads (100,000 terms' expression takes seconds: the
+    first request would have made them on the event loop)."""
     if model.is_translator and model.languages:
         pair = tuple(code.lower() for code in model.languages)
         if pair in glossary.pairs:
-            glossary.table(*pair)
+            glossary.terms(*pair)
 
 
 def _given(given: Mapping) -> dict[str, str]:

@@ -9,14 +9,16 @@ the tree back into text, with the function its reader gave (``serialize`` for HT
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from xml.etree import ElementTree
 
 from aiayn.data.markup.placement import write
 from aiayn.data.markup.segments import Segment, collect
+from aiayn.data.terminology import placeholders
 
-_SENTENCE_END = re.compile(r"(?:\w{3,}|\d|\))[.!?\u2026][\"')\u201c\u201d\u00bb]*$|[!?]$")
+_SENTENCE_END = re.compile(r"(?:\w{3}|\d|\))[.!?\u2026][\"')\u201c\u201d\u00bb]*$|[!?]$")
 Translations = Sequence[tuple[str, Sequence[tuple[int, int]]]]
 
 
@@ -80,14 +82,19 @@ class Sentences:
     ``render`` to put their translations back: each segment cut by ``pieces``, the pieces'
     translations and alignments joined end to end."""
 
-    def __init__(self, documents: Sequence[Document], fits: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        documents: Sequence[Document],
+        fits: Callable[[str], bool],
+        keep: Sequence[str] | None = None,
+    ) -> None:
         self.documents = list(documents)
         self.texts: list[str] = []
         self._plan: list[list[tuple[int, int]]] = []  # per segment: its pieces' word ranges
         for document in self.documents:
             for segment in document.segments:
                 words = segment.words
-                ranges = pieces(words, fits)
+                ranges = pieces(words, fits, kept_joins(words, keep) if keep else frozenset())
                 self._plan.append(ranges)
                 self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
 
@@ -123,16 +130,38 @@ class Sentences:
         return [d.render(j) for d, j in zip(self.documents, joined, strict=True)]
 
 
-def pieces(words: list[str], fits: Callable[[str], bool]) -> list[tuple[int, int]]:
+def kept_joins(words: Sequence[str], keep: Sequence[str]) -> frozenset[int]:
+    """Where ``words`` may not be cut (``i``: between words ``i - 1`` and ``i``): inside a span
+    one of ``keep`` (regular expressions) matches in their text, which a cut would leave
+    whole in neither sentence ("{% trans 'Hallo!' %}" after its "!")."""
+    text = " ".join(words)
+    starts, at = [], 0  # each word's position in the text
+    for word in words:
+        starts.append(at)
+        at += len(word) + 1
+    out: set[int] = set()
+    for span in placeholders(text, keep):
+        first = bisect.bisect_right(starts, span.start)  # the word after the one it begins in
+        last = bisect.bisect_left(starts, span.end)  # the first word at or after its end
+        out.update(range(first, last))
+    return frozenset(out)
+
+
+def pieces(
+    words: list[str], fits: Callable[[str], bool], glued: frozenset[int] = frozenset()
+) -> list[tuple[int, int]]:
     """``words`` cut into sentences (word ranges) as a sentence-level model reads them: a cut
     after a word that ends a sentence ("Debian." or "Wirklich?", not "z." or "Nr."); a
-    sentence whose text does not ``fit`` the model, cut again at the last word that fits.
+    sentence whose text does not ``fit`` the model, cut again at the last word that fits;
+    never at a position of ``glued`` (``kept_joins``) where another cut may be made.
 
     Once a sentence does not fit, each piece is found by doubling its length until it does
     not fit, then halving the difference: the texts ``fits`` reads are at most twice the
     piece, not the rest of the sentence (a paragraph of a million characters without a full
     stop would otherwise be read again for every piece)."""
-    ends = [i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w)] + [len(words)]
+    ends = [
+        i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w) and i + 1 not in glued
+    ] + [len(words)]
     out: list[tuple[int, int]] = []
     start = 0
     for end in ends:
@@ -160,6 +189,8 @@ def pieces(words: list[str], fits: Callable[[str], bool]) -> list[tuple[int, int
                     cut, lo = mid, mid + 1
                 else:
                     hi = mid - 1
+            if cut in glued:  # the last cut before it that is free, if there is one
+                cut = next((c for c in range(cut - 1, start, -1) if c not in glued), cut)
             out.append((start, cut))
             start = cut
     return out

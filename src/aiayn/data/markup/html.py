@@ -84,11 +84,17 @@ def _message(code: str, data: dict | None) -> str:
     return text.removesuffix(" Ignored.").rstrip(".")
 
 
-def read(documents: Sequence[str], names: Sequence[str], fits: Callable[[str], bool]) -> Sentences:
-    """``documents`` parsed (errors named by ``names``) as the ``Sentences`` to translate."""
+def read(
+    documents: Sequence[str],
+    names: Sequence[str],
+    fits: Callable[[str], bool],
+    keep: Sequence[str] | None = None,
+) -> Sentences:
+    """``documents`` parsed (errors named by ``names``) as the ``Sentences`` to translate (a
+    span ``keep`` matches not cut between two)."""
     parsed = [parse(html, name) for html, name in zip(documents, names, strict=True)]
     for document, name in zip(parsed, names, strict=True):
         why = crowded(document)
         if why:
             raise MarkupError(f"{name}: {why}")
-    return Sentences(parsed, fits)
+    return Sentences(parsed, fits, keep)

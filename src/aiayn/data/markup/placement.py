@@ -6,6 +6,7 @@ stay inside their parents. No element is added, removed or moved."""
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from xml.etree import ElementTree
 
@@ -167,7 +168,7 @@ def _fill(segment: Segment, words: list[str]) -> None:
     # that follow a word and before the start tags and points that precede the next one.
     # A point written against a word in the source (a note's mark "Zeit.<sup>1</sup>", a
     # tab "a<tab>b") stays against the word written there: no space on that side.
-    glued = {id(node): _glued(segment.raw, node) for node in _points(segment.nodes)}
+    glued = _glued(segment.raw, list(_points(segment.nodes)))
     spaced: list[tuple[str, object]] = []
     wordlike_seen = broken = False  # broken: a line break (<br>, <img>) since the last word
     last: tuple[str, object] | None = None  # the last word or point with text
@@ -265,15 +266,21 @@ def _points(nodes: list[Node]):
             yield from _points(node.children)
 
 
-def _glued(raw: str, node: Node) -> tuple[bool, bool]:
-    """Whether the source wrote the point ``node`` against a word before it, and after it
-    (no white space between them)."""
-    before = raw[node.start - 1] if node.start > 0 else " "
-    at = node.start
-    while at < len(raw) and raw[at] == BREAK:  # (not a slice of the rest: one per point)
-        at += 1
-    after = raw[at] if at < len(raw) else " "
-    return (not before.isspace() and before != BREAK, not after.isspace())
+def _glued(raw: str, points: list[Node]) -> dict[int, tuple[bool, bool]]:
+    """For each point of ``points`` (by ``id``): whether the source wrote it against a word
+    before it, and after it (no white space between them; the breaks of the points after it
+    passed over, a run of them found once, not once for each of its points)."""
+    runs = [(m.start(), m.end()) for m in re.finditer(BREAK + "+", raw)]
+    starts = [a for a, _ in runs]
+    out = {}
+    for node in points:
+        before = raw[node.start - 1] if node.start > 0 else " "
+        at, k = node.start, bisect.bisect_right(starts, node.start) - 1
+        if k >= 0 and at < runs[k][1]:  # in a run of breaks: past it
+            at = runs[k][1]
+        after = raw[at] if at < len(raw) else " "
+        out[id(node)] = (not before.isspace() and before != BREAK, not after.isspace())
+    return out
 
 
 def _wordlike(event: tuple[str, object]) -> bool:

@@ -27,7 +27,7 @@ from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
-from aiayn.serve.terminology import request_terms, terms_key
+from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
@@ -172,12 +172,15 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         check_prefix(req.prefix, registry.config)
         return _as_it_came(req, same)
     model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = request_terms(model, req.glossary, request.app.state.glossary)
+    terms = await terms_for(model, req.glossary, request.app.state.glossary)
     if req.format == "html":
         return await _translate_html(req, model, registry, caller, terms)
     check_prefix(req.prefix, config)
     nbest = 1 + req.alternatives
-    passages = _sentences(model, texts)
+    if config.kept:  # kept spans looked for in every line: off the event loop
+        passages = await run_in_threadpool(_sentences, model, texts, config.kept)
+    else:
+        passages = _sentences(model, texts)
     options = dict(beam=max(config.beam, nbest), nbest=nbest)
 
     async def decode(items: list[str], prefix: str) -> list:
@@ -226,9 +229,9 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
     return _detected(body, req, model, texts)
 
 
-def _sentences(model: ServedModel, texts: list[str]) -> Passages:
-    """``texts`` cut into the sentences ``model`` reads (their lines kept); a word too long for
-    the model to read whole is refused."""
+def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = None) -> Passages:
+    """``texts`` cut into the sentences ``model`` reads (their lines kept; a span ``keep``
+    matches never cut); a word too long for the model to read whole is refused."""
     counts: dict[str, int] = {}
 
     def tokens(text: str) -> int:
@@ -237,7 +240,7 @@ def _sentences(model: ServedModel, texts: list[str]) -> Passages:
         return counts[text]
 
     limit = model.max_text_tokens
-    passages = Passages(texts, lambda text: tokens(text) <= limit, has_words)
+    passages = Passages(texts, lambda text: tokens(text) <= limit, has_words, keep)
     for text in passages.texts:
         if tokens(text) > limit:  # one word over the limit (a sentence is cut between words)
             raise ServeError(
@@ -347,7 +350,7 @@ async def _translate_html(
         return model.token_counts([text])[0] <= limit
 
     try:
-        sentences = await run_in_threadpool(markup.read, documents, names, fits)
+        sentences = await run_in_threadpool(markup.read, documents, names, fits, config.kept)
     except markup.MarkupError as e:
         raise ServeError(400, str(e), "q") from None
     options = dict(beam=config.beam)

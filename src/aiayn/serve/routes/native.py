@@ -24,7 +24,7 @@ from aiayn.serve.inputs import (
 )
 from aiayn.serve.registry import ENCODER, TRANSLATOR
 from aiayn.serve.routes import Models
-from aiayn.serve.terminology import request_terms, terms_key
+from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
@@ -73,7 +73,7 @@ async def translate(req: s.TranslateRequest, request: Request, registry: Models,
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, texts, req.text, "text")
     check_prefix(req.prefix, registry.config)
-    terms = request_terms(model, req.glossary, request.app.state.glossary)
+    terms = await terms_for(model, req.glossary, request.app.state.glossary)
     options = req.model_dump(exclude={"model", "text", "prefix", "glossary"})
     greedy = req.beam == 1 and req.nbest == 1  # answered without scores
     results = await registry.run(
