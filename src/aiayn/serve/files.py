@@ -42,7 +42,7 @@ from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.libretranslate import pick_translator, translators
 from aiayn.serve.schemas import Glossary
-from aiayn.serve.terminology import request_terms, terms_key
+from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
@@ -312,7 +312,8 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
     model = _check_languages(registry, form["source"].lower(), form["target"].lower())
-    terms = request_terms(model, _form_glossary(form.get("glossary")), request.app.state.glossary)
+    given = _form_glossary(form.get("glossary"))
+    terms = await terms_for(model, given, request.app.state.glossary)
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
