@@ -2,7 +2,10 @@
 ``scripts/browser_check.sh`` installs both)."""
 
 import importlib.util
+import json
 import shutil
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +60,105 @@ def test_at_phone_width_only_the_heatmap_scrolls_and_docs_work_offline(model_dir
     assert phone["columns"] >= 19 and phone["heatmap"] > phone["heatmap_box"]  # it does scroll
     assert phone["page"] == phone["viewport"] == 390
     assert "/v1/models/{model_id}" in docs["routes"] and "/translate" in docs["routes"]
+
+
+def _browser_check():
+    spec = importlib.util.spec_from_file_location(
+        "browser_check", REPO_ROOT / "scripts" / "browser_check.py"
+    )
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    return check
+
+
+def _reversed(model_dir, root):
+    """A copy of ``model_dir`` served as en -> de: the pair the page's swap goes to."""
+    copy = root / "en-de"
+    shutil.copytree(model_dir, copy)
+    run = json.loads((copy / "run.json").read_text())
+    run["data"].update(src_lang="en", tgt_lang="de")
+    (copy / "run.json").write_text(json.dumps(run))
+    return copy
+
+
+def _post(url, body, key):
+    request = urllib.request.Request(
+        url, json.dumps({**body, "api_key": key}).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="no chromium (scripts/browser_check.sh)")
+def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_path):
+    """Behind --api-keys: the page asks for the key and sends it; paragraphs keep their lines
+    (LibreTranslate's /translate, sentence by sentence), alternatives are offered, the
+    translation copies, a file comes back under its translated name, and swap goes to the
+    reverse pair; nothing but the server is asked."""
+    pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import sync_playwright
+
+    from aiayn.serve.keys import KeyStore
+
+    check = _browser_check()
+    store = KeyStore(tmp_path / "keys.db")
+    key = store.add()[0]
+    store.close()
+    port = check.free_port()
+    both = [model_dirs["translator"], _reversed(model_dirs["translator"], tmp_path)]
+    server = check.start_server(
+        both, port, "--api-keys", "--api-keys-db", str(tmp_path / "keys.db")
+    )
+    url = f"http://127.0.0.1:{port}/"
+    text = "Ich habe Hunger. Wo ist der Bahnhof?\n\nDas Buch ist gut."
+    (tmp_path / "brief.txt").write_text("Das Buch ist gut.\n", "utf-8")
+    try:
+        want = _post(
+            url + "translate", {"q": text, "source": "de", "target": "en", "alternatives": 1}, key
+        )
+        file_want = _post(
+            url + "translate", {"q": "Das Buch ist gut.", "source": "de", "target": "en"}, key
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=check.CHROMIUM_ARGS)
+            try:
+                context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+                page = context.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                refused = check.offline(page, url)
+                page.goto(url)
+                page.wait_for_selector("#model option", state="attached", timeout=60_000)
+                page.fill("#text", text)
+                page.click("#go")
+                page.wait_for_selector("#output.error", timeout=60_000)
+                no_key = page.text_content("#output")
+                page.fill("#api-key", key)
+                page.select_option("#alternatives", "1")
+                page.press("#text", "Control+Enter")  # the keyboard runs it too
+                page.wait_for_selector("#copy:not([hidden])", timeout=60_000)
+                shown = page.text_content("#output")
+                alternatives = page.locator("#alternatives-list button").all_text_contents()
+                page.click("#copy")
+                copied = page.evaluate("navigator.clipboard.readText()")
+                page.set_input_files("#file", str(tmp_path / "brief.txt"))
+                page.click("#go-file")
+                page.wait_for_selector("#download", timeout=60_000)
+                with page.expect_download() as download:
+                    page.click("#download")
+                name = download.value.suggested_filename
+                translated_file = Path(download.value.path()).read_text("utf-8")
+                page.click("#swap")
+                swapped = (page.input_value("#model"), page.input_value("#text"))
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+    assert "API key" in no_key
+    assert shown == want["translatedText"] and "\n\n" in shown  # its paragraphs kept
+    assert alternatives == want["alternatives"] and copied == shown
+    assert name == "brief_en.txt"
+    assert translated_file == file_want["translatedText"] + "\n"
+    assert swapped == ("en-de", shown)
+    assert not errors and not refused
