@@ -83,7 +83,9 @@ def _reversed(model_dir, root):
 
 def _post(url, body, key):
     request = urllib.request.Request(
-        url, json.dumps({**body, "api_key": key}).encode(), {"Content-Type": "application/json"}
+        url,
+        json.dumps({**body, "api_key": key} if key else body).encode(),
+        {"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=60) as r:
         return json.loads(r.read())
@@ -129,7 +131,11 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
                 refused = check.offline(page, url)
                 page.goto(url)
                 page.wait_for_selector("#model option", state="attached", timeout=60_000)
-                page.fill("#text", text)
+                page.get_by_label("Text (German)").fill(text)  # a named box, in its language
+                languages = (
+                    page.get_attribute("#text", "lang"),
+                    page.get_attribute("#output", "lang"),
+                )
                 page.click("#go")
                 page.wait_for_selector("#output.error", timeout=60_000)
                 no_key = page.text_content("#output")
@@ -155,10 +161,71 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
     finally:
         server.terminate()
         assert server.wait(60) == 0
-    assert "API key" in no_key
+    assert "API key" in no_key and languages == ("de", "en")
     assert shown == want["translatedText"] and "\n\n" in shown  # its paragraphs kept
     assert alternatives == want["alternatives"] and copied == shown
     assert name == "brief_en.txt"
     assert translated_file == file_want["translatedText"] + "\n"
     assert swapped == ("en-de", shown)
     assert not errors and not refused
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="no chromium (scripts/browser_check.sh)")
+def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_dirs, tmp_path):
+    """The character count against --char-limit, the server's 400 and 429 (with when to try
+    again) shown in its words, a glossary and HTML sent as /translate takes them, and an
+    empty box leaving no stale translation."""
+    pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import sync_playwright
+
+    check = _browser_check()
+    port = check.free_port()
+    flags = ("--char-limit", "40", "--req-limit", "5")
+    server = check.start_server(model_dirs["translator"], port, *flags)
+    url = f"http://127.0.0.1:{port}/"
+    body = {"source": "de", "target": "en"}
+    try:
+        glossed = _post(
+            url + "translate", {**body, "q": "Das Buch.", "glossary": {"Buch": "tome"}}, None
+        )
+        html = _post(
+            url + "translate", {**body, "q": "<p>Das <b>Buch</b>.</p>", "format": "html"}, None
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=check.CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                check.offline(page, url)
+                page.goto(url)
+                page.wait_for_selector("#model option", state="attached", timeout=60_000)
+
+                def run(text: str) -> str:
+                    page.fill("#text", text)
+                    page.click("#go")
+                    page.wait_for_function("!document.querySelector('#go').disabled")
+                    return page.text_content("#output")
+
+                page.click("#glossary-box summary")
+                page.fill("#glossary", "Buch = tome")
+                shown_glossed = run("Das Buch.")
+                page.fill("#glossary", "")
+                page.select_option("#format", "html")
+                shown_html = run("<p>Das <b>Buch</b>.</p>")
+                page.select_option("#format", "text")
+                run("")
+                empty = page.text_content("#output")
+                page.fill("#text", "x" * 41)
+                count = (page.text_content("#count"), page.get_attribute("#count", "class"))
+                too_long = run("x" * 41)
+                limited = [run("Das Buch.") for _ in range(4)][-1]
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+    assert shown_glossed == glossed["translatedText"] and "tome" in shown_glossed
+    assert shown_html == html["translatedText"] and "<b>" in shown_html
+    assert empty == ""
+    assert count[0] == "41 / 40" and "over" in count[1]
+    assert too_long == "Invalid request: request (41) exceeds text limit (40)"
+    assert limited.startswith("Slowdown: 5 per 1 minute (try again in ")
