@@ -1,9 +1,11 @@
 """The page in headless Chromium (skipped where no Chromium or playwright is installed;
 ``scripts/browser_check.sh`` installs both)."""
 
+import contextlib
 import importlib.util
 import json
 import shutil
+import sqlite3
 import urllib.request
 from pathlib import Path
 
@@ -95,7 +97,7 @@ def _post(url, body, key):
 def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_path):
     """Behind --api-keys: the page asks for the key and sends it; paragraphs keep their lines
     (LibreTranslate's /translate, sentence by sentence), alternatives are offered, the
-    translation copies, a file comes back under its translated name, and swap goes to the
+    translation copies, a better one is suggested (--suggestions), a file comes back under its translated name, and swap goes to the
     reverse pair; nothing but the server is asked."""
     pytest.importorskip("playwright.sync_api")
     from playwright.sync_api import sync_playwright
@@ -108,9 +110,9 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
     store.close()
     port = check.free_port()
     both = [model_dirs["translator"], _reversed(model_dirs["translator"], tmp_path)]
-    server = check.start_server(
-        both, port, "--api-keys", "--api-keys-db", str(tmp_path / "keys.db")
-    )
+    suggestions = tmp_path / "suggestions.db"
+    flags = ("--api-keys", "--api-keys-db", str(tmp_path / "keys.db"), "--suggestions")
+    server = check.start_server(both, port, *flags, "--suggestions-db", str(suggestions))
     url = f"http://127.0.0.1:{port}/"
     text = "Ich habe Hunger. Wo ist der Bahnhof?\n\nDas Buch ist gut."
     (tmp_path / "brief.txt").write_text("Das Buch ist gut.\n", "utf-8")
@@ -147,6 +149,10 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
                 alternatives = page.locator("#alternatives-list button").all_text_contents()
                 page.click("#copy")
                 copied = page.evaluate("navigator.clipboard.readText()")
+                page.click("#suggest")
+                page.fill("#suggestion", "I am hungry.")
+                page.click("#send-suggestion")
+                page.wait_for_selector("#suggest-result:has-text('Thank you')", timeout=30_000)
                 page.set_input_files("#file", str(tmp_path / "brief.txt"))
                 page.click("#go-file")
                 page.wait_for_selector("#download", timeout=60_000)
@@ -167,24 +173,28 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
     assert name == "brief_en.txt"
     assert translated_file == file_want["translatedText"] + "\n"
     assert swapped == ("en-de", shown)
+    with contextlib.closing(sqlite3.connect(suggestions)) as db:
+        stored = db.execute("SELECT q, s, source, target FROM suggestions").fetchall()
+    assert stored == [(text, "I am hungry.", "de", "en")]
     assert not errors and not refused
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="no chromium (scripts/browser_check.sh)")
 def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_dirs, tmp_path):
     """The character count against --char-limit, the server's 400 and 429 (with when to try
-    again) shown in its words, a glossary and HTML sent as /translate takes them, and an
-    empty box leaving no stale translation."""
+    again) shown in its words, translation as one types (LibreTranslate's page's), a glossary
+    and HTML sent as /translate takes them, and an empty box leaving no stale translation."""
     pytest.importorskip("playwright.sync_api")
     from playwright.sync_api import sync_playwright
 
     check = _browser_check()
     port = check.free_port()
-    flags = ("--char-limit", "40", "--req-limit", "5")
+    flags = ("--char-limit", "40", "--req-limit", "9")  # room for a pause in typing
     server = check.start_server(model_dirs["translator"], port, *flags)
     url = f"http://127.0.0.1:{port}/"
     body = {"source": "de", "target": "en"}
     try:
+        typed = _post(url + "translate", {**body, "q": "Das Buch ist gut."}, None)
         glossed = _post(
             url + "translate", {**body, "q": "Das Buch.", "glossary": {"Buch": "tome"}}, None
         )
@@ -205,6 +215,16 @@ def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_d
                     page.wait_for_function("!document.querySelector('#go').disabled")
                     return page.text_content("#output")
 
+                page.fill("#text", "x" * 41)  # too long: not sent as one types
+                count = (page.text_content("#count"), page.get_attribute("#count", "class"))
+                too_long = run("x" * 41)
+                page.fill("#text", "")
+                page.type("#text", "Das Buch ist gut.")  # translated after a pause, unasked
+                page.wait_for_function(
+                    "t => document.querySelector('#output').textContent === t",
+                    arg=typed["translatedText"],
+                    timeout=30_000,
+                )
                 page.click("#glossary-box summary")
                 page.fill("#glossary", "Buch = tome")
                 shown_glossed = run("Das Buch.")
@@ -214,10 +234,7 @@ def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_d
                 page.select_option("#format", "text")
                 run("")
                 empty = page.text_content("#output")
-                page.fill("#text", "x" * 41)
-                count = (page.text_content("#count"), page.get_attribute("#count", "class"))
-                too_long = run("x" * 41)
-                limited = [run("Das Buch.") for _ in range(4)][-1]
+                limited = [run("Das Buch.") for _ in range(6)][-1]
             finally:
                 browser.close()
     finally:
@@ -228,4 +245,4 @@ def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_d
     assert empty == ""
     assert count[0] == "41 / 40" and "over" in count[1]
     assert too_long == "Invalid request: request (41) exceeds text limit (40)"
-    assert limited.startswith("Slowdown: 5 per 1 minute (try again in ")
+    assert limited.startswith("Slowdown: 9 per 1 minute (try again in ")
