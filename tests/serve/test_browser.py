@@ -126,7 +126,10 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=check.CHROMIUM_ARGS)
             try:
-                context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+                context = browser.new_context(  # a phone's width: nothing scrolls sideways
+                    viewport={"width": 390, "height": 844},
+                    permissions=["clipboard-read", "clipboard-write"],
+                )
                 page = context.new_page()
                 errors: list[str] = []
                 page.on("pageerror", lambda e: errors.append(str(e)))
@@ -160,6 +163,7 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
                     page.click("#download")
                 name = download.value.suggested_filename
                 translated_file = Path(download.value.path()).read_text("utf-8")
+                widths = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
                 page.click("#swap")
                 swapped = (page.input_value("#model"), page.input_value("#text"))
             finally:
@@ -170,7 +174,7 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
     assert "API key" in no_key and languages == ("de", "en")
     assert shown == want["translatedText"] and "\n\n" in shown  # its paragraphs kept
     assert alternatives == want["alternatives"] and copied == shown
-    assert name == "brief_en.txt"
+    assert name == "brief_en.txt" and widths == [390, 390]
     assert translated_file == file_want["translatedText"] + "\n"
     assert swapped == ("en-de", shown)
     with contextlib.closing(sqlite3.connect(suggestions)) as db:
