@@ -83,6 +83,18 @@ def _reversed(model_dir, root):
     return copy
 
 
+def _contrast(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two CSS ``rgb(r, g, b)`` colours."""
+
+    def luminance(css: str) -> float:
+        rgb = [int(c) / 255 for c in css[css.index("(") + 1 : css.index(")")].split(",")[:3]]
+        rgb = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+
+    light, dark = sorted([luminance(a), luminance(b)], reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
 def _post(url, body, key):
     request = urllib.request.Request(
         url,
@@ -219,6 +231,13 @@ def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_d
                     page.wait_for_function("!document.querySelector('#go').disabled")
                     return page.text_content("#output")
 
+                page.click("#text")
+                page.keyboard.press("Tab")  # the keyboard's focus is seen
+                ring = page.evaluate(
+                    """() => { const e = document.activeElement, s = getComputedStyle(e);
+                               return [e.id, s.outlineStyle, parseFloat(s.outlineWidth),
+                                       s.outlineColor]; }"""
+                )
                 page.fill("#text", "x" * 41)  # too long: not sent as one types
                 count = (page.text_content("#count"), page.get_attribute("#count", "class"))
                 too_long = run("x" * 41)
@@ -247,6 +266,8 @@ def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_d
     assert shown_glossed == glossed["translatedText"] and "tome" in shown_glossed
     assert shown_html == html["translatedText"] and "<b>" in shown_html
     assert empty == ""
+    assert ring[:2] == ["alternatives", "solid"] and ring[2] >= 2
+    assert _contrast(ring[3], "rgb(255, 255, 255)") >= 3  # WCAG 1.4.11 for the ring
     assert count[0] == "41 / 40" and "over" in count[1]
     assert too_long == "Invalid request: request (41) exceeds text limit (40)"
     assert limited.startswith("Slowdown: 9 per 1 minute (try again in ")
