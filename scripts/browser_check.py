@@ -1,8 +1,9 @@
 """The serving page in a real browser: headless Chromium driven by Playwright.
 
-Starts ``aiayn serve MODEL_DIR`` on 127.0.0.1, opens the page, types a sentence, presses
-Translate, reads the translation and the attention heatmap, checks them against
-``/v1/translate``, and saves a screenshot. At phone width (390 px) the page must not scroll
+Starts ``aiayn serve MODEL_DIR`` on 127.0.0.1, opens the page, types a sentence, ticks
+"Attention map", presses Translate, reads the translation and the attention heatmap, checks
+them against ``/translate`` (the translation) and ``/v1/translate`` (the map's, at the map's
+beam), and saves a screenshot. At phone width (390 px) the page must not scroll
 sideways (a wide heatmap scrolls in its box), and ``/docs`` must show Swagger UI; the browser
 reaches nothing but the server. Playwright drives the system's Chromium (``--chromium``); it
 downloads no browser of its own.
@@ -39,10 +40,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir: Path, port: int, *flags: str) -> subprocess.Popen:
-    """``aiayn serve`` in a child process, returned once ``/health`` says ready."""
+def start_server(model_dir: Path | list[Path], port: int, *flags: str) -> subprocess.Popen:
+    """``aiayn serve`` of one model directory (or several) in a child process, returned once
+    ``/health`` says ready."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dir), "--port", str(port)]
+    dirs = [str(d) for d in (model_dir if isinstance(model_dir, list) else [model_dir])]
+    command = [sys.executable, "-m", "aiayn.cli", "serve", *dirs, "--port", str(port)]
     proc = subprocess.Popen(
         [*command, *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -98,6 +101,7 @@ def check_phone_width(
             page.goto(url)
             page.wait_for_selector("#model option", state="attached", timeout=60_000)
             page.fill("#text", sentence)
+            page.check("#show-attention")
             page.click("#go")
             page.wait_for_selector("#heatmap td", timeout=120_000)
             shown = page.evaluate(
@@ -164,11 +168,13 @@ def check_page(
             page.goto(url)
             page.wait_for_selector("#model option", state="attached", timeout=60_000)
             page.fill("#text", sentence)
+            page.check("#show-attention")
             page.fill("#beam", str(beam))
             page.click("#go")
             page.wait_for_selector("#heatmap td", timeout=120_000)
             shown = {
                 "translation": page.text_content("#output"),
+                "attention_translation": page.text_content("#attention-translation"),
                 "rows": page.locator("#heatmap tbody tr").count(),
                 "columns": page.locator("#heatmap thead th").count() - 1,
                 "cells": page.locator("#heatmap td").count(),
@@ -184,11 +190,20 @@ def check_page(
             browser.close()
     api = post(url.rstrip("/") + "/v1/attention", {"text": sentence, "beam": beam})
     want = post(url.rstrip("/") + "/v1/translate", {"text": sentence, "beam": beam})
+    with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=60) as r:
+        source, target = json.loads(r.read())["data"][0]["languages"]
+    plain = post(
+        url.rstrip("/") + "/translate", {"q": sentence, "source": source, "target": target}
+    )
     problems = []
     if shown["errors"]:
         problems.append(f"JavaScript errors: {shown['errors']}")
-    if shown["translation"] != want["translations"][0]["text"]:
-        problems.append(f"page shows {shown['translation']!r}, /v1/translate gives {want}")
+    if shown["translation"] != plain["translatedText"]:
+        problems.append(f"page shows {shown['translation']!r}, /translate gives {plain}")
+    if shown["attention_translation"] != want["translations"][0]["text"]:
+        problems.append(
+            f"the map is of {shown['attention_translation']!r}, /v1/translate gives {want}"
+        )
     size = (len(api["output_tokens"]), len(api["source_tokens"]))
     if (shown["rows"], shown["columns"]) != size or shown["cells"] != size[0] * size[1]:
         problems.append(f"heatmap {shown['rows']}x{shown['columns']}, expected {size}")
