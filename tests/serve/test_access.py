@@ -536,3 +536,13 @@ def test_the_key_database_is_its_owners_alone(tmp_path, capsys):
     assert main(["keys", "--db", str(db), "remove", key]) == 2  # gone: named by its id
     err = capsys.readouterr().err
     assert "no API key (id " in err and key not in err
+
+
+def test_a_new_key_never_reads_as_an_option(monkeypatch):
+    """A generated key beginning with "-" (one in 64) made `aiayn keys remove KEY` fail: the
+    key was read as an option."""
+    from aiayn.serve import keys
+
+    drawn = iter(["-Fo9Bar7GD", "_Fo9Bar7GD"])
+    monkeypatch.setattr(keys.secrets, "token_urlsafe", lambda n: next(drawn))
+    assert keys.new_key() == "_Fo9Bar7GD"

@@ -52,8 +52,12 @@ def digest(key: str) -> str:
 
 
 def new_key() -> str:
-    """A random key: 32 bytes from ``secrets``, URL-safe (43 characters)."""
-    return secrets.token_urlsafe(32)
+    """A random key: 32 bytes from ``secrets``, URL-safe (43 characters), not beginning with
+    "-" (a shell command's argument that did, ``aiayn keys remove -Fo9...``, reads as an
+    option)."""
+    while (key := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return key
 
 
 def _positive_or_none(name: str, value: int | None) -> int | None:
