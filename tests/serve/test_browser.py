@@ -1,5 +1,6 @@
 """The page in headless Chromium (skipped where no Chromium or playwright is installed;
-``scripts/browser_check.sh`` installs both)."""
+``scripts/browser_setup.sh`` installs both). Marked slow: CI runs them in a step of their own,
+after installing both, so that the default suite takes the same time on every machine."""
 
 import contextlib
 import importlib.util
@@ -15,6 +16,8 @@ from tests.conftest import REPO_ROOT
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+
+pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
