@@ -111,12 +111,15 @@ def client(model_dirs):
 
 
 @contextmanager
-def live_server(app):
-    """uvicorn serving ``app`` on 127.0.0.1 (a free port) in a thread; yields the port and stops
-    the server, its thread and the app's queues on exit."""
+def live_server(app, config=None):
+    """uvicorn serving ``app`` on 127.0.0.1 (a free port) in a thread, with uvicorn's
+    ``config`` if given (its app, host and port then); yields the port and stops the server,
+    its thread and the app's queues on exit."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical"))
+    if config is None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn")
     thread.start()
     try:

@@ -3,11 +3,12 @@ time (408, the connection closed), a body within the request timeout (408), whil
 clients are served; uvicorn on 127.0.0.1 with the settings ``aiayn serve`` gives it."""
 
 import socket
-import threading
 import time
 from contextlib import contextmanager
 
 import pytest
+
+from tests.serve.conftest import live_server
 
 pytest.importorskip("uvicorn")
 
@@ -35,8 +36,6 @@ async def _echo(scope, receive, send):
 
 @contextmanager
 def _served(monkeypatch, http: str):
-    import uvicorn
-
     from aiayn.serve import protocol
     from aiayn.serve.config import ServeConfig
     from aiayn.serve.errors import BodyLimit
@@ -48,19 +47,8 @@ def _served(monkeypatch, http: str):
         monkeypatch.setattr("aiayn.serve.server.protocol_class", protocol._bounded_h11)
     app = BodyLimit(_echo, max_bytes=1_000_000, timeout=0.5)
     settings = server_config(app, ServeConfig(), "127.0.0.1", 0, log_level="critical")
-    server = uvicorn.Server(settings)
-    thread = threading.Thread(target=server.run, name="test-uvicorn")
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        assert not thread.is_alive()
+    with live_server(app, settings) as port:
+        yield port
 
 
 def _answer(sock: socket.socket, seconds: float = 5.0) -> bytes:
