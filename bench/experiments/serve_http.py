@@ -10,7 +10,9 @@ Variants, a fresh server each, in turn, each round starting with the next:
 
 - ``default``: the default flags (no line per request);
 - ``access-log``: ``--access-log``, uvicorn's line on stderr for each request (written to a
-  file on disk, as the bench's servers write their logs).
+  file on disk, as the bench's servers write their logs);
+- ``unbounded-http``: default flags on uvicorn's own httptools protocol, without the bounds
+  ``aiayn.serve.protocol`` adds (a request head's size, and its deadline: a timer a request).
 
 The clients are bench/serve_load.py's (closed-loop, keep-alive, LibreTranslate's JSON
 ``/translate``, one test sentence a request), 16 at once and one; the figures are the
@@ -34,21 +36,31 @@ from scripts.browser_check import free_port  # noqa: E402
 from common import write_result  # noqa: E402
 from serve_load import HOST, load, start_process, test_sentences  # noqa: E402
 
-VARIANTS = {"default": [], "access-log": ["--access-log"]}
+VARIANTS = {
+    "default": [],
+    "access-log": ["--access-log"],
+    "unbounded-http": ["--unbounded-http"],
+}
 CLIENTS = (16, 1)
 
 
-def serve_stubbed(model_dir: str, port: int, access_log: bool) -> None:
+def serve_stubbed(model_dir: str, port: int, access_log: bool, unbounded: bool) -> None:
     """The child: ``aiayn serve MODEL_DIR`` on ``port`` (with ``--access-log`` if
-    ``access_log``), its translators answering each text as itself at once."""
+    ``access_log``; on uvicorn's own protocol if ``unbounded``), its translators answering
+    each text as itself at once."""
     from serve_loop import stub_translate  # this folder's: the same stub as the loop's
 
+    import aiayn.serve.server
     from aiayn.serve.app import create_app
     from aiayn.serve.config import ServeConfig
     from aiayn.serve.models import ServedModel
     from aiayn.serve.server import _serve, listen_socket, model_specs
 
     ServedModel.translate = staticmethod(stub_translate)
+    if unbounded:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        aiayn.serve.server.protocol_class = lambda: HttpToolsProtocol
     config = ServeConfig(access_log=access_log)
     sock = listen_socket(HOST, port)
     try:
@@ -89,9 +101,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)  # the server, on this port
     parser.add_argument("--access-log", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--unbounded-http", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        serve_stubbed(args.model_dir, args.child, args.access_log)
+        serve_stubbed(args.model_dir, args.child, args.access_log, args.unbounded_http)
         return
     sentences = test_sentences(Path(args.corpus), 1000)
     figures = measure(args.model_dir, sentences, args.requests, args.rounds)

@@ -11,11 +11,17 @@ TITLE = "The server's HTTP side"
 INTRO = (
     "The CPU a request of the whole `aiayn serve` process over HTTP on loopback (uvicorn "
     "started as the command starts it, decoding stubbed): uvicorn's protocol and event loop, "
-    "the server's own path (the previous section) and the log; with the default flags and "
-    "with `--access-log` (uvicorn's line on stderr for each request, written to a file)."
+    "the server's own path (the previous section) and the log; with the default flags, "
+    "with `--access-log` (uvicorn's line on stderr for each request, written to a file), and "
+    "on uvicorn's own protocol without the bounds on a request's head that `aiayn serve` "
+    "adds (its size, and its deadline: a timer a request)."
 )
 
-VARIANTS = {"default": "default flags", "access-log": "`--access-log`"}
+VARIANTS = {
+    "default": "default flags",
+    "access-log": "`--access-log`",
+    "unbounded-http": "uvicorn's protocol, unbounded",
+}
 
 
 def render(results: Path) -> str:
