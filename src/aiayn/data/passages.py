@@ -45,7 +45,9 @@ class Passages:
                     plan.append((line, 0, ""))
                     continue
                 words = body.split()
-                ends = any(c in w for w in words[:-1] for c in _ENDS)  # before the line's end
+                # a sentence end before the line's last word (the body ends with that word)
+                head = body[: len(body) - len(words[-1])]
+                ends = any(c in head for c in _ENDS)
                 if not ends and fits(" ".join(words)):
                     ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
                 else:

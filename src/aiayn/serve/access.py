@@ -155,7 +155,7 @@ class Gate:
         return request.client.host if request.client else "unknown"
 
     async def admit(self, request: Request, bearer: str | None) -> Caller:
-        lt = request.url.path in LIBRETRANSLATE_PATHS
+        lt = request.scope["path"] in LIBRETRANSLATE_PATHS  # as the middleware read it
         fields = await body_fields(request)
         given = bearer or _text(fields.get("api_key"))
         key = None
@@ -289,9 +289,9 @@ async def body_fields(request: Request) -> dict:
     if is_form(request.scope):
         await request.body()  # kept by the request: the route reads it again
         # parsed once (the request keeps it for the route): with the route's own limits
-        form = await request.form(**FORM_LIMITS.get(request.url.path, {}))
+        form = await request.form(**FORM_LIMITS.get(request.scope["path"], {}))
         pairs = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-    elif request.url.path in LIBRETRANSLATE_PATHS and PARSED_JSON not in request.scope:
+    elif request.scope["path"] in LIBRETRANSLATE_PATHS and PARSED_JSON not in request.scope:
         pairs = []  # no body: the query string's fields alone
     if pairs is not None:  # and the query string's, as LibreTranslate reads them
         given = {k for k, _ in pairs}

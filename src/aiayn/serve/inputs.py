@@ -48,7 +48,13 @@ def has_words(text: str) -> bool:
     What ``(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\\.)\\S+|\\S+@\\S+\\.\\w+`` would remove, found
     in time in proportion to each word (between white space): that expression, tried at each
     character, read a long word again from each one, in time growing with its square."""
-    return any(_letter_outside_links(word) for word in text.split() if _has_letter(word))
+    for word in text.split():
+        if "://" not in word and "www." not in word and "@" not in word:  # no link (most)
+            if _has_letter(word):
+                return True
+        elif _has_letter(word) and _letter_outside_links(word):
+            return True
+    return False
 
 
 def _has_letter(text: str) -> bool:
