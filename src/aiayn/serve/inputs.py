@@ -48,13 +48,7 @@ def has_words(text: str) -> bool:
     What ``(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\\.)\\S+|\\S+@\\S+\\.\\w+`` would remove, found
     in time in proportion to each word (between white space): that expression, tried at each
     character, read a long word again from each one, in time growing with its square."""
-    for word in text.split():
-        if "://" not in word and "www." not in word and "@" not in word:  # no link (most)
-            if _has_letter(word):
-                return True
-        elif _has_letter(word) and _letter_outside_links(word):
-            return True
-    return False
+    return any(_letter_outside_links(word) for word in text.split() if _has_letter(word))
 
 
 def _has_letter(text: str) -> bool:
@@ -67,6 +61,8 @@ def _letter_outside_links(word: str) -> bool:
     after a letter, or ``www.``, and a character after) to the word's end, an address from
     where it is tried (the last "@" before the last "." followed by a word character) to
     the end of the word characters after that "."."""
+    if "://" not in word and "www." not in word and "@" not in word:  # no link (most words)
+        return _has_letter(word)
     at = 0
     if _link_start(word, 0) != 0:  # a URL there is tried first
         at = _mail_end(word) or 0  # an address from the start: none after it

@@ -321,7 +321,7 @@ def _constrain(
             {"properties": {"prefix": {"maxLength": 0}}},
         ]
     translators = [m for m in models if m["family"] == TRANSLATOR]
-    if "glossary" in properties and translators and not any(m.get("terms") for m in translators):
+    if "glossary" in properties and translators and not any(m["terms"] for m in translators):
         glossary = {  # every translator decodes with CTranslate2 alone
             **properties["glossary"],
             "description": "none: this server decodes with CTranslate2 (aiayn serve --engine "

@@ -4,7 +4,7 @@ and received whole within ``HEAD_TIMEOUT`` seconds of the connection opening or 
 previous answer (408 then, and the connection closed).
 
 Without them one client could hold the server: httptools keeps a header however long it
-grows (a 100 MB header took 100 MB of the server's memory), and uvicorn closes an idle
+grows (all of it held in the server's memory), and uvicorn closes an idle
 connection only after it has answered a request on it, so a connection that sends nothing, or
 its headers a byte at a time, stayed open for good; a few thousand of them take every file
 descriptor the process may open, and then no client is served. A slow body is bounded by
