@@ -37,7 +37,7 @@ def cpu_caches() -> str | None:
 
 def machine() -> dict:
     """The CPU (its name, family/model/stepping as /proc/cpuinfo numbers them, the vector
-    units of ``CPU_FLAGS`` it has, its caches), core count and library versions. Machines
+    units of ``CPU_FLAGS`` it has, its caches), core counts and library versions. Machines
     of one kind may differ in generation under one name ("AMD EPYC"): the family and model
     tell them apart."""
     cpu, flags, ids = None, None, {}  # from the first processor listed
@@ -62,6 +62,9 @@ def machine() -> dict:
         "cpu_caches": cpu_caches(),
         "cpu_flags": flags,
         "cores": os.cpu_count(),
+        # the cores this process may run on (taskset, a container's cpuset): fewer than
+        # "cores" when a run is pinned to part of a larger host
+        "cores_usable": len(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
