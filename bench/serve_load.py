@@ -671,6 +671,8 @@ def compare_peers(args, sentences: list[str]) -> int:
     if not have_lt:
         print("LibreTranslate is not set up (scripts/libretranslate_peer.sh): aiayn alone")
     names = ["aiayn"] + (["libretranslate-tuned", "libretranslate-stock"] if have_lt else [])
+    if not args.stock:
+        names = [name for name in names if name != "libretranslate-stock"]
     rows: list[dict] = []
     floors: list[dict] = []
     for beam in beams:
@@ -833,6 +835,12 @@ def main() -> int:
     )
     parser.add_argument("--beams", default="1,4", help="--peers: the beams compared")
     parser.add_argument("--repeats", type=int, default=1, help="--peers: rounds per beam")
+    parser.add_argument(
+        "--no-stock",
+        dest="stock",
+        action="store_false",
+        help="--peers: leave out stock LibreTranslate (the bars name the tuned one)",
+    )
     parser.add_argument(
         "--sentences", type=int, default=512, help="--peers, --client python: sentences a load"
     )
