@@ -59,6 +59,12 @@ def table(header: list[str], rows: list[list[str]], right: set[int] = frozenset(
     return "\n".join(lines)
 
 
+def cores(machine: dict) -> str:
+    """The machine's cores, "2 of 16" where the run could use only some of them (pinned)."""
+    total, usable = machine.get("cores", "?"), machine.get("cores_usable")
+    return f"{usable} of {total}" if usable is not None and usable != total else str(total)
+
+
 def provenance(record: Record, script: str) -> str:
     """Command, date, CPU and commit of ``record`` (what was not recorded, said so)."""
     if record.get("command"):
@@ -77,8 +83,7 @@ def provenance(record: Record, script: str) -> str:
     if machine.get("cpu_caches"):
         name += f", caches {machine['cpu_caches']}"
     cpu = (
-        f"{name} (vector units: {flags}), "
-        f"{machine.get('cores', '?')} cores, torch {machine.get('torch', '?')}"
+        f"{name} (vector units: {flags}), {cores(machine)} cores, torch {machine.get('torch', '?')}"
     )
     commit = f"`{record['commit']}`" if record.get("commit") else "not recorded"
     date = record.get("time", "not recorded").replace("T", " ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import load, table
+from .common import cores, load, table
 
 TITLE = "Hosts measured"
 INTRO = (
@@ -25,16 +25,16 @@ def render(results: Path) -> str:
                     filter(None, [machine.get("cpu", "not recorded"), machine.get("cpu_model")])
                 ),
                 "not recorded" if flags is None else ", ".join(flags) or "none",
-                machine.get("cores", "?"),
+                cores(machine),
             )
             entry = seen.setdefault(key, {"records": 0, "files": set(), "dates": []})
             entry["records"] += 1
             entry["files"].add(path.stem)
             entry["dates"].append(record.get("time", "")[:10])
     rows = [
-        [cpu, flags, str(cores), str(e["records"]), min(filter(None, e["dates"]), default="?"),
+        [cpu, flags, count, str(e["records"]), min(filter(None, e["dates"]), default="?"),
          max(e["dates"]) or "?", ", ".join(sorted(e["files"]))]
-        for (cpu, flags, cores), e in seen.items()
+        for (cpu, flags, count), e in seen.items()
     ]  # fmt: skip
     if not rows:
         return ""

@@ -1,7 +1,7 @@
 """Serving against LibreTranslate: `serve_load.py --peers`, `aiayn serve` with its default
 flags against LibreTranslate (tuned and stock) serving aiayn's own Argos export, and the
 served engine in process at the batch sizes the server formed; the latest record per model,
-set of `aiayn serve` flags and load generator."""
+set of `aiayn serve` flags, load generator and CPU."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def render(results: Path) -> str:
 
     def key(record: dict) -> tuple:
         tool = record.get("client", "python").split(":")[0]  # python, or wrk and its version
-        return record["model_dir"], record.get("serve_args"), tool
+        cpu = record.get("machine", {}).get("cpu")  # the bars name an AMD and an Intel host
+        return record["model_dir"], record.get("serve_args"), tool, cpu
 
     for record in latest_by(records, key):
         rows = [
