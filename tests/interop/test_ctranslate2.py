@@ -239,6 +239,54 @@ def test_without_ctranslate2_the_error_says_how_to_install_it(shipped, monkeypat
         CTranslate2Engine(directory)
 
 
+class _WithoutCuBLAS:
+    """A ctranslate2.Translator on a GPU whose CTranslate2 was built for another CUDA: it
+    loads (the driver finds the GPU) and fails at its first search, as CTranslate2 4.8's
+    wheel did beside torch's CUDA 13 libraries on an H200."""
+
+    def __init__(self, **options):
+        self.options = options
+
+    def translate_batch(self, *args, **kwargs):
+        raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+
+def _on_a_gpu_without_cublas(monkeypatch) -> None:
+    from aiayn.interop.ctranslate2 import engine
+
+    monkeypatch.setattr(engine, "_device", lambda device: ("cuda", 0))
+    monkeypatch.setattr(CTranslate2Engine, "_translator", lambda self, **o: _WithoutCuBLAS(**o))
+
+
+def test_a_ctranslate2_that_cannot_decode_on_the_gpu_fails_when_the_model_loads(
+    shipped, monkeypatch
+):
+    _on_a_gpu_without_cublas(monkeypatch)
+    with pytest.raises(UserError, match="cannot decode on cuda") as error:
+        CTranslate2Engine(shipped[0], device="cuda")
+    assert "libcublas.so.12" in str(error.value)
+    assert "use device cpu, or engine torch" in str(error.value)
+
+
+def test_under_auto_the_torch_model_decodes_where_ctranslate2_cannot(shipped, monkeypatch):
+    """Before, every request failed (the server answered 500 to each); now the model's first
+    translation finds it out, says so once, and aiayn's model decodes that one and the rest."""
+    import aiayn
+
+    directory = shipped[0]
+    sentences = shipped[4][:8]
+    want = [t.text for t in aiayn.load(directory, engine="torch").translate(sentences)]
+    auto = aiayn.load(directory)  # engine "auto": CTranslate2 built at the first translation
+    _on_a_gpu_without_cublas(monkeypatch)
+    with pytest.warns(UserWarning, match="engine auto: .*cannot decode on cuda.*libcublas"):
+        got = auto.translate(sentences, scores=False)
+    assert [t.text for t in got] == want
+    assert auto.engines == {"greedy": "torch", "beam": "torch", "other": "torch"}
+    beam = auto.translate(sentences, beam=4, scores=False)
+    torch_beam = aiayn.load(directory, engine="torch").translate(sentences, beam=4, scores=False)
+    assert [t.text for t in beam] == [t.text for t in torch_beam]
+
+
 class _Recorded:
     """A translator whose translate_batch records which it is (and may hold the call)."""
 

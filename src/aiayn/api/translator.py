@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 import unicodedata
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -118,8 +119,9 @@ class Translator(LoadedModel):
                 make, self._make_fast = self._make_fast, None
                 try:
                     self.decoder = make()
-                except UserError:  # no CTranslate2 counterpart: aiayn's model decodes it
+                except UserError as e:  # no CTranslate2 counterpart, or it cannot decode here
                     self.auto = False
+                    warnings.warn(f"engine auto: {e}; aiayn's model decodes", stacklevel=2)
         return self.decoder if self.auto else None
 
     @classmethod

@@ -157,6 +157,24 @@ class CTranslate2Engine(Searches):
         self._eos = self._pieces[EOS]
         self._seed_lock = threading.Lock()
         self._local = threading.local()  # each thread's current search (its prefixes)
+        if kind == "cuda":
+            self._check_decodes(f"cuda:{index}")
+
+    def _check_decodes(self, device) -> None:
+        """One search of one token, so that a CTranslate2 that cannot decode on ``device``
+        fails here, when the model loads, and not on every request after: it finds a GPU by
+        the driver alone and loads cuBLAS at its first search, so a build for another CUDA
+        (CTranslate2 4's wheels want CUDA 12's libraries) fails only there."""
+        import ctranslate2
+
+        try:
+            self.translator.translate_batch([[self._eos]], max_decoding_length=1)
+        except RuntimeError as e:
+            raise UserError(
+                f"{self.model_dir}: CTranslate2 {ctranslate2.__version__} cannot decode on "
+                f"{device}: {e}; use device cpu, or engine torch, or install the CUDA "
+                "libraries this CTranslate2 was built for"
+            ) from None
 
     def _translator(self, **options):
         """A ``ctranslate2.Translator`` of the conversion with the engine's options and
