@@ -606,12 +606,13 @@ def inprocess(
     threads: int,
     engine="auto",
     decoders: int = 0,
+    device: str = "auto",
 ) -> dict:
-    """The served engine in this process (``aiayn.load`` with the server's default engine,
-    ``threads`` and ``decoders`` as the server's --threads and --decoders, ``translate`` as
-    the /translate route calls it) on ``sentences`` in batches of the sizes the server
-    formed (``sizes``: {size: batches}), ``decoders`` batches at a time as the server's
-    workers take them."""
+    """The served engine in this process (``aiayn.load`` with the server's default engine
+    and device, ``threads`` and ``decoders`` as the server's --threads and --decoders,
+    ``translate`` as the /translate route calls it) on ``sentences`` in batches of the sizes
+    the server formed (``sizes``: {size: batches}), ``decoders`` batches at a time as the
+    server's workers take them."""
     from concurrent.futures import ThreadPoolExecutor
 
     import torch
@@ -621,7 +622,8 @@ def inprocess(
 
     decoders = decoders or serving_decoders()
     torch.set_num_threads(threads or serving_threads(decoders))  # as `aiayn serve --threads`
-    api = aiayn.load(model_dir, engine=engine, decoders=decoders)  # as the server's --engine
+    # as the server's --engine and --device (aiayn.load's own default device is the CPU)
+    api = aiayn.load(model_dir, engine=engine, decoders=decoders, device=device)
     batches, start = [], 0
     for size, count in sorted(sizes.items()):
         for _ in range(count):
@@ -653,7 +655,10 @@ def floor_rows(args, model_dir: Path, sentences: list[str], served: list[dict]) 
         flags = shlex.split(args.serve_args)
         engine = flags[flags.index("--engine") + 1] if "--engine" in flags else "auto"
         decoders = int(flags[flags.index("--decoders") + 1]) if "--decoders" in flags else 0
-        floor = inprocess(model_dir, sentences, sizes, row["beam"], args.threads, engine, decoders)
+        device = flags[flags.index("--device") + 1] if "--device" in flags else "auto"
+        floor = inprocess(
+            model_dir, sentences, sizes, row["beam"], args.threads, engine, decoders, device
+        )
         floor = {"server": "aiayn in process", "beam": row["beam"], "repeat": row["repeat"],
                  "for_clients": row["clients"], **floor, "batch_sizes": row["batch_sizes"]}  # fmt: skip
         print(json.dumps(floor), flush=True)
