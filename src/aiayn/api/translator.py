@@ -120,8 +120,11 @@ class Translator(LoadedModel):
                 try:
                     self.decoder = make()
                 except UserError as e:  # no CTranslate2 counterpart, or it cannot decode here
+                    from aiayn.interop.ctranslate2 import CannotDecodeHere
+
                     self.auto = False
-                    warnings.warn(f"engine auto: {e}; aiayn's model decodes", stacklevel=2)
+                    if isinstance(e, CannotDecodeHere):  # a model it cannot take: no word
+                        warnings.warn(f"engine auto: {e}; aiayn's model decodes", stacklevel=2)
         return self.decoder if self.auto else None
 
     @classmethod

@@ -30,13 +30,14 @@ from aiayn.interop.ctranslate2.conversion import (
     export_ctranslate2,
     sentencepiece_files,
 )
-from aiayn.interop.ctranslate2.engine import CTranslate2Engine
+from aiayn.interop.ctranslate2.engine import CannotDecodeHere, CTranslate2Engine
 
 __all__ = [
     "CACHE_DIR",
     "CACHE_ENV",
     "STAMP",
     "CTranslate2Engine",
+    "CannotDecodeHere",
     "cache_key",
     "cached_model",
     "conversion_inputs",

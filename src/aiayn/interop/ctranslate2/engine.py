@@ -80,6 +80,12 @@ def _device(device) -> tuple[str, int]:
     return parsed.type, index
 
 
+class CannotDecodeHere(UserError):
+    """CTranslate2 loads the model but cannot decode on the device asked for (a build for
+    another CUDA than the one installed): engine "auto" says so and decodes with aiayn's
+    model, where a model CTranslate2 cannot take goes to aiayn's model without a word."""
+
+
 class CTranslate2Engine(Searches):
     """Decodes an aiayn encoder-decoder with ``ctranslate2.Translator``.
 
@@ -170,7 +176,7 @@ class CTranslate2Engine(Searches):
         try:
             self.translator.translate_batch([[self._eos]], max_decoding_length=1)
         except RuntimeError as e:
-            raise UserError(
+            raise CannotDecodeHere(
                 f"{self.model_dir}: CTranslate2 {ctranslate2.__version__} cannot decode on "
                 f"{device}: {e}; use device cpu, or engine torch, or install the CUDA "
                 "libraries this CTranslate2 was built for"
