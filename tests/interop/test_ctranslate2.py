@@ -287,6 +287,23 @@ def test_under_auto_the_torch_model_decodes_where_ctranslate2_cannot(shipped, mo
     assert [t.text for t in beam] == [t.text for t in torch_beam]
 
 
+def test_under_auto_a_cache_it_cannot_write_is_said_and_the_torch_model_decodes(
+    shipped, tmp_path
+):
+    """Where no conversion can be written (a cache under a file: root too cannot make it),
+    engine auto decodes with aiayn's model and says why, once."""
+    import aiayn
+
+    directory, sentences = shipped[0], shipped[4][:4]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    auto = aiayn.load(directory, cache_dir=blocker / "cache")
+    with pytest.warns(UserWarning, match="engine auto: .*cannot write the CTranslate2 conversion"):
+        got = auto.translate(sentences, scores=False)
+    want = aiayn.load(directory, engine="torch").translate(sentences, scores=False)
+    assert [t.text for t in got] == [t.text for t in want] and auto.engine == "torch"
+
+
 class _Recorded:
     """A translator whose translate_batch records which it is (and may hold the call)."""
 

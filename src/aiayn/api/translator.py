@@ -119,11 +119,11 @@ class Translator(LoadedModel):
                 make, self._make_fast = self._make_fast, None
                 try:
                     self.decoder = make()
-                except UserError as e:  # no CTranslate2 counterpart, or it cannot decode here
-                    from aiayn.interop.ctranslate2 import CannotDecodeHere
+                except UserError as e:  # no CTranslate2 counterpart, or it cannot run here
+                    from aiayn.interop.ctranslate2 import CannotRunHere
 
                     self.auto = False
-                    if isinstance(e, CannotDecodeHere):  # a model it cannot take: no word
+                    if isinstance(e, CannotRunHere):  # a model it cannot take: no word
                         warnings.warn(f"engine auto: {e}; aiayn's model decodes", stacklevel=2)
         return self.decoder if self.auto else None
 

@@ -26,18 +26,19 @@ from aiayn.interop.ctranslate2.cache import (
 )
 from aiayn.interop.ctranslate2.conversion import (
     STAMP,
+    CannotRunHere,
     convert,
     export_ctranslate2,
     sentencepiece_files,
 )
-from aiayn.interop.ctranslate2.engine import CannotDecodeHere, CTranslate2Engine
+from aiayn.interop.ctranslate2.engine import CTranslate2Engine
 
 __all__ = [
     "CACHE_DIR",
     "CACHE_ENV",
     "STAMP",
     "CTranslate2Engine",
-    "CannotDecodeHere",
+    "CannotRunHere",
     "cache_key",
     "cached_model",
     "conversion_inputs",

@@ -23,9 +23,9 @@ import time
 import warnings
 from pathlib import Path
 
-from aiayn.errors import UserError, note
+from aiayn.errors import note
 from aiayn.fileio import file_sha256, fsync_directory, write_json
-from aiayn.interop.ctranslate2.conversion import STAMP, check_quantization, convert
+from aiayn.interop.ctranslate2.conversion import STAMP, CannotRunHere, check_quantization, convert
 from aiayn.modeldir import ModelDir
 
 CACHE_DIR = ".ctranslate2"  # inside the model directory
@@ -99,7 +99,7 @@ def cached_model(
         root.mkdir(parents=True, exist_ok=True)
         lock = open(root / f".{target.name}.lock", "a")  # noqa: SIM115 (held until converted)
     except OSError as e:
-        raise UserError(
+        raise CannotRunHere(
             f"{root}: cannot write the CTranslate2 conversion there ({e.strerror or e}); give "
             f"a writable cache directory (--cache-dir, cache_dir=, or ${CACHE_ENV})"
         ) from None

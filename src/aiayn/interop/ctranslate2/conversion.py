@@ -40,6 +40,13 @@ def require_ctranslate2():
     return ctranslate2
 
 
+class CannotRunHere(UserError):
+    """CTranslate2 could take the model but cannot run it here: its conversion cannot be
+    written or loaded, or it cannot decode on the device asked for (a build for another CUDA
+    than the one installed). Engine "auto" says so and decodes with aiayn's model; a model
+    CTranslate2 cannot take goes to aiayn's model without a word."""
+
+
 def check_quantization(quantization: str | None) -> None:
     """An error unless ``quantization`` is one CTranslate2 converts to here (or None: float32)."""
     if quantization is not None and quantization not in QUANTIZATIONS:

@@ -44,7 +44,11 @@ from aiayn.errors import OptionError, UserError
 from aiayn.infer.beam import Hypothesis
 from aiayn.infer.cores import usable_cores
 from aiayn.interop.ctranslate2.cache import cached_model
-from aiayn.interop.ctranslate2.conversion import EXTRA_POSITIONS, require_ctranslate2
+from aiayn.interop.ctranslate2.conversion import (
+    EXTRA_POSITIONS,
+    CannotRunHere,
+    require_ctranslate2,
+)
 from aiayn.interop.ctranslate2.searches import Searches
 from aiayn.modeldir import ModelDir
 
@@ -78,12 +82,6 @@ def _device(device) -> tuple[str, int]:
             "engine",
         )
     return parsed.type, index
-
-
-class CannotDecodeHere(UserError):
-    """CTranslate2 loads the model but cannot decode on the device asked for (a build for
-    another CUDA than the one installed): engine "auto" says so and decodes with aiayn's
-    model, where a model CTranslate2 cannot take goes to aiayn's model without a word."""
 
 
 class CTranslate2Engine(Searches):
@@ -144,7 +142,7 @@ class CTranslate2Engine(Searches):
             try:
                 self.translator = self._translator()
             except (RuntimeError, ValueError, OSError) as e:
-                raise UserError(
+                raise CannotRunHere(
                     f"{self.model_dir}: CTranslate2 cannot load its conversion of the model "
                     f"({self.path}): {e}"
                 ) from None
@@ -176,7 +174,7 @@ class CTranslate2Engine(Searches):
         try:
             self.translator.translate_batch([[self._eos]], max_decoding_length=1)
         except RuntimeError as e:
-            raise CannotDecodeHere(
+            raise CannotRunHere(
                 f"{self.model_dir}: CTranslate2 {ctranslate2.__version__} cannot decode on "
                 f"{device}: {e}; use device cpu, or engine torch, or install the CUDA "
                 "libraries this CTranslate2 was built for"
