@@ -477,6 +477,29 @@ def client_name(tool: str) -> str:
     return "python: a thread a client, http.client, a keep-alive connection each"
 
 
+def pin_to_cores(count: int) -> list[int] | None:
+    """Pin this process, and so the servers, the load generator and the in-process floor it
+    starts, to ``count`` of the CPUs it may use, each on another physical core (the
+    lowest-numbered, by the kernel's topology): a run on a larger host then stands for one
+    on a machine of ``count`` cores. None where there are not that many cores."""
+    chosen, cores = [], set()
+    for cpu in sorted(os.sched_getaffinity(0)):
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            core = tuple(
+                (topology / name).read_text().strip() for name in ("physical_package_id", "core_id")
+            )
+        except OSError:
+            core = (str(cpu),)  # no topology: each CPU a core of its own
+        if core not in cores:
+            cores.add(core)
+            chosen.append(cpu)
+        if len(chosen) == count:
+            os.sched_setaffinity(0, chosen)
+            return chosen
+    return None
+
+
 def run_settings(args) -> dict:
     """What every record of this script says about its run."""
     return {
@@ -859,7 +882,19 @@ def main() -> int:
     parser.add_argument(
         "--load-seconds", type=float, default=4, help="--client wrk: each load's time"
     )
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="run everything (servers, load, floor) on this many CPUs, each on another "
+        "physical core: a larger host measured as a smaller one (the records' cores_usable)",
+    )
     args = parser.parse_args()
+    if args.cores is not None:
+        pinned = pin_to_cores(args.cores)
+        if pinned is None:
+            parser.error(f"--cores {args.cores}: this process may use fewer physical cores")
+        print(f"pinned to CPUs {pinned}", flush=True)
     if args.client == "wrk" and WRK is None:
         parser.error("--client wrk: wrk is not installed (apt-get install wrk)")
     if args.client == "auto":
