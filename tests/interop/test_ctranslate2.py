@@ -287,9 +287,7 @@ def test_under_auto_the_torch_model_decodes_where_ctranslate2_cannot(shipped, mo
     assert [t.text for t in beam] == [t.text for t in torch_beam]
 
 
-def test_under_auto_a_cache_it_cannot_write_is_said_and_the_torch_model_decodes(
-    shipped, tmp_path
-):
+def test_under_auto_a_cache_it_cannot_write_is_said_and_the_torch_model_decodes(shipped, tmp_path):
     """Where no conversion can be written (a cache under a file: root too cannot make it),
     engine auto decodes with aiayn's model and says why, once."""
     import aiayn
