@@ -123,7 +123,9 @@ class Translator(LoadedModel):
                     from aiayn.interop.ctranslate2 import CannotRunHere
 
                     self.auto = False
-                    if isinstance(e, CannotRunHere):  # a model it cannot take: no word
+                    # it could take the model but not here: say why (a model it cannot take
+                    # goes to aiayn's model without a word)
+                    if isinstance(e, CannotRunHere):
                         warnings.warn(f"engine auto: {e}; aiayn's model decodes", stacklevel=2)
         return self.decoder if self.auto else None
 
