@@ -186,6 +186,15 @@ def test_a_stop_string_ends_the_continuation_before_it(model_dirs):
         gen.stream("the", stop=[""])
 
 
+def test_embeddings_of_token_ids_are_those_of_their_texts(model_dirs):
+    enc = aiayn.load(model_dirs["classifier"])
+    ids = enc.tokenizer.encode(SENTENCES)
+    assert torch.equal(enc.embed_ids(ids, normalize=True), enc.embed(SENTENCES, normalize=True))
+    for bad in ([[]], [[enc.config.vocab_size]], [[-1]], [[1] * enc.max_text_tokens + [1]]):
+        with pytest.raises(OptionError, match=r"ids\[0\]"):
+            enc.embed_ids(bad)
+
+
 def test_classifier_and_encoder_are_the_library_functions(model_dirs):
     clf = aiayn.load(model_dirs["classifier"])
     model, tokenizer = load_model_and_tokenizer(model_dirs["classifier"])
