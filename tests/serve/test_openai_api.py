@@ -213,3 +213,24 @@ def test_a_prompt_of_another_shape_is_refused_with_the_shapes_it_may_take(served
         assert error["param"] == "prompt" and "list of token ids" in error["message"]
     r = httpx.post(f"{base}/completions", json={"model": "lm", "prompt": []})
     assert r.status_code == 422 and r.json()["error"]["param"] == "prompt"
+
+
+def test_a_stream_that_fails_raises_openais_error_in_the_client(served, monkeypatch):
+    from aiayn.serve.models import ServedModel
+
+    def broken(self, *args, **kwargs):
+        kwargs["emit"]("t")
+        raise RuntimeError("the worker broke")
+
+    client, _ = served
+    monkeypatch.setattr(ServedModel, "complete", broken)
+    stream = client.completions.create(prompt="the", stream=True, **GREEDY)
+    assert next(stream).choices[0].text == "t"
+    with pytest.raises(openai.APIError, match="inference failed: RuntimeError") as e:
+        next(stream)
+    assert e.value.body == {
+        "message": "inference failed: RuntimeError: the worker broke",
+        "type": "server_error",
+        "param": None,
+        "code": 500,
+    }

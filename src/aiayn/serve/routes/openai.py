@@ -17,12 +17,13 @@ from fastapi.responses import StreamingResponse
 from aiayn.api.generator import stop_strings
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Guarded
-from aiayn.serve.errors import ServeError
+from aiayn.serve.errors import ServeError, error_body
 from aiayn.serve.inputs import check_ids, check_tokens, default_within, texts_or_ids
 from aiayn.serve.registry import DECODER, ENCODER
 from aiayn.serve.routes import Models
 
 router = APIRouter()
+PATH = "/v1/completions"  # whose errors a stream sends as events, in OpenAI's error body
 
 
 @router.get("/v1/models")
@@ -233,12 +234,12 @@ async def completion_events(deltas: asyncio.Queue, done, future, head: dict, con
             item = await asyncio.wait_for(deltas.get(), config.timeout)
         except TimeoutError:
             message = f"no token for {config.timeout:g} s (--timeout)"
-            yield f"data: {json.dumps({'error': {'message': message, 'code': 504}})}\n\n"
+            yield f"data: {json.dumps(error_body(PATH, 504, message))}\n\n"
             return
         if item is not done:
             yield event(*item)
             continue
         if future.exception() is not None:
-            error = {"message": f"inference failed: {future.exception()}", "code": 500}
-            yield f"data: {json.dumps({'error': error})}\n\n"
+            message = f"inference failed: {type(future.exception()).__name__}: {future.exception()}"
+            yield f"data: {json.dumps(error_body(PATH, 500, message))}\n\n"
         return
