@@ -2,6 +2,8 @@
 every field of ``completions.create`` and ``embeddings.create`` is honoured, or refused with a
 422 naming it where honouring it is beyond this server; none is silently ignored."""
 
+import time
+
 import httpx
 import pytest
 import torch
@@ -234,3 +236,29 @@ def test_a_stream_that_fails_raises_openais_error_in_the_client(served, monkeypa
         "param": None,
         "code": 500,
     }
+
+
+def test_a_client_that_goes_away_stops_every_choice(model_dirs):
+    """Streaming two prompts, the client leaves after the first chunk: the choice being
+    generated stops after its current token and the next one never starts."""
+    from aiayn.serve.app import create_app
+    from aiayn.serve.models import ModelSpec
+
+    app = create_app([ModelSpec(model_dirs["lm"], "lm")], background=False)
+    metrics = app.state.registry.metrics.registry
+
+    def completions(reason: str) -> float:
+        labels = {"model": "lm", "finish_reason": reason}
+        return metrics.get_sample_value("aiayn_completions_total", labels) or 0.0
+
+    body = {"prompt": ["the", "a"], "max_tokens": 512, "temperature": 0, "stream": True}
+    with live_server(app) as port:
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", json=body) as r:
+            assert next(r.iter_lines()).startswith("data: {")
+        deadline = time.monotonic() + 60
+        while completions("cancelled") < 2:
+            assert time.monotonic() < deadline, "the generation went on"
+            time.sleep(0.05)
+        assert completions("length") == completions("stop") == 0
+        tokens = metrics.get_sample_value("aiayn_completion_tokens_total", {"model": "lm"})
+        assert tokens < 512
