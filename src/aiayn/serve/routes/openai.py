@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import json
 import threading
 import time
@@ -52,17 +51,20 @@ async def embeddings(req: s.EmbeddingRequest, registry: Models, caller: Guarded)
             "dimensions only (its d_model; it was not trained to be shortened)",
             "dimensions",
         )
-    if isinstance(inputs[0], list):
+    if isinstance(inputs[0], list):  # token ids
         check_ids(model, inputs, req.input, "input", "max_text_tokens")
         counts = [len(ids) for ids in inputs]
-        run, key = (lambda items: model.embed_ids(items, normalize=req.normalize)), None
+        vectors = await registry.run(
+            model, inputs, lambda items: model.embed_ids(items, normalize=req.normalize)
+        )
     else:
         counts = check_tokens(model, inputs, req.input, "input")
-        run, key = (
-            (lambda items: model.embed(items, normalize=req.normalize)),
+        vectors = await registry.run(
+            model,
+            inputs,
+            lambda items: model.embed(items, normalize=req.normalize),
             ("embed", req.normalize),
         )
-    vectors = await registry.run(model, inputs, run, key)
     if req.encoding_format == "base64":
         import numpy as np
 
@@ -80,10 +82,8 @@ async def completions(req: s.CompletionRequest, registry: Models, caller: Guarde
     """Continue each prompt ``n`` times (OpenAI's completions); ``stream`` sends server-sent
     events. Choice ``i * n + j`` is prompt i's j-th."""
     model, config = registry.pick(req.model, DECODER, "/v1/completions"), registry.config
-    prompts, n = (
-        texts_or_ids("" if req.prompt is None else req.prompt, "prompt", caller),
-        req.n or 1,
-    )
+    prompts = texts_or_ids("" if req.prompt is None else req.prompt, "prompt", caller)
+    n = req.n or 1
     if n * len(prompts) > config.max_texts:
         raise ServeError(
             422,
@@ -171,6 +171,9 @@ def stream_completion(
     def put(item) -> None:
         loop.call_soon_threadsafe(deltas.put_nowait, item)
 
+    def emitter(k: int):
+        return lambda delta: put((k, delta, None))
+
     def run(items):
         results = []
         for k, (prompt, echo, seed) in enumerate(items):
@@ -179,8 +182,7 @@ def stream_completion(
                 continue
             if echo:
                 put((k, echo, None))
-            emit = functools.partial(lambda k, delta: put((k, delta, None)), k)
-            result = model.complete(prompt, **sampling, seed=seed, emit=emit, cancel=cancel)
+            result = model.complete(prompt, **sampling, seed=seed, emit=emitter(k), cancel=cancel)
             if not cancel.is_set():
                 put((k, "", result[2]))
             results.append(result)
@@ -199,8 +201,8 @@ def stream_completion(
 
     async def events():
         try:
-            async for chunk in completion_events(deltas, done, future, head, registry.config,
-                                                 with_usage):  # fmt: skip
+            chunks = completion_events(deltas, done, future, head, registry.config, with_usage)
+            async for chunk in chunks:
                 yield chunk
             if with_usage and future.done() and not future.exception():
                 usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
