@@ -262,3 +262,24 @@ def test_a_client_that_goes_away_stops_every_choice(model_dirs):
         assert completions("length") == completions("stop") == 0
         tokens = metrics.get_sample_value("aiayn_completion_tokens_total", {"model": "lm"})
         assert tokens < 512
+
+
+@pytest.mark.parametrize(
+    "route, body",
+    [
+        ("completions", {"model": "lm", "prompt": "the", "repetition_penalty": 1.3}),
+        ("completions", {"model": "lm", "prompt": "the", "min_p": 0.1}),
+        ("embeddings", {"model": "sentiment", "input": "gut", "truncate_prompt_tokens": 2}),
+    ],
+)
+def test_another_servers_option_is_refused_not_ignored(served, route, body):
+    """vLLM's and llama.cpp's sampling options, sent through ``extra_body``: OpenAI refuses
+    a field it does not know, and so does this server, rather than sample without it."""
+    client, _ = served
+    create = client.completions.create if route == "completions" else client.embeddings.create
+    name = list(body)[-1]
+    base = {k: v for k, v in body.items() if k != name}
+    with pytest.raises(openai.UnprocessableEntityError, match="not a field") as e:
+        create(**base, extra_body={name: body[name]})
+    assert e.value.body["param"] == name
+    assert create(**base, extra_body={"api_key": "-"})  # LibreTranslate's place for the key

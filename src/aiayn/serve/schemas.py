@@ -1,7 +1,8 @@
 """Request and response bodies (pydantic): what each endpoint takes, with its ranges.
 
 The LibreTranslate and OpenAI shapes follow those APIs, so their clients work unchanged;
-fields they do not know are ignored. Server-wide limits (texts per request, characters per
+fields they do not know are ignored by LibreTranslate's routes and refused by OpenAI's, as
+each of those servers does. Server-wide limits (texts per request, characters per
 text, beam, new tokens) are checked in ``app`` against ``ServeConfig``.
 """
 
@@ -13,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     StrictBool,
     StringConstraints,
@@ -212,11 +214,22 @@ class StreamOptions(BaseModel):
     )
 
 
-class CompletionRequest(BaseModel):
+class OpenAIRequest(BaseModel):
+    """A body of OpenAI's API: as OpenAI does, a field it does not know is refused (another
+    server's sampling option, ``repetition_penalty`` say, would otherwise be ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    api_key: str | None = Field(
+        None, description="the API key, as LibreTranslate's clients send it (or the header)"
+    )
+
+
+class CompletionRequest(OpenAIRequest):
     """OpenAI's ``/v1/completions`` body. A field OpenAI has that this server cannot honour
     is refused unless it has the value that changes nothing; null is its default."""
 
-    model: str | None = None
     prompt: str | list[str] | list[TokenIds] | TokenIds | None = Field(
         "",
         description="text to continue, a list of texts, the token ids of one, or a list of "
@@ -316,10 +329,9 @@ class ClassifyResponse(BaseModel):
     results: list[ClassifyResult]
 
 
-class EmbeddingRequest(BaseModel):
+class EmbeddingRequest(OpenAIRequest):
     """OpenAI's ``/v1/embeddings`` body; ``normalize`` is aiayn's (unit-length vectors)."""
 
-    model: str | None = None
     input: str | list[str] | list[TokenIds] | TokenIds = Field(
         description="text to embed, a list of texts, the token ids of one, or a list of "
         "token id lists"
