@@ -252,15 +252,6 @@ class CompletionRequest(OpenAIRequest):
     echo: StrictBool | None = Field(False, description="each choice's text begins with its prompt")
     user: str | None = Field(None, description="read, not used")
 
-    @field_validator("prompt", "stop", mode="wrap")
-    @classmethod
-    def _one_message(cls, value, handler, info: ValidationInfo):
-        """One error naming what the field may be, not one per form it may take."""
-        try:
-            return handler(value)
-        except ValueError:
-            raise ValueError(SHAPES[info.field_name]) from None
-
     logprobs: Annotated[
         None, _refused((), "not supported: this server returns no log probabilities; null only")
     ] = None
@@ -284,6 +275,15 @@ class CompletionRequest(OpenAIRequest):
         Annotated[dict[str, _float()], Field(max_length=0)] | None,
         _refused(({},), "not supported: this server samples without biases; {} or null only"),
     ] = None
+
+    @field_validator("prompt", "stop", mode="wrap")
+    @classmethod
+    def _one_message(cls, value, handler, info: ValidationInfo):
+        """One error naming what the field may be, not one per form it may take."""
+        try:
+            return handler(value)
+        except ValueError:
+            raise ValueError(SHAPES[info.field_name]) from None
 
 
 class CompletionChoice(BaseModel):
