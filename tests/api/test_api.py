@@ -168,6 +168,33 @@ def test_a_stream_stopped_early_is_cancelled(model_dirs):
     assert stream.finish_reason == "cancelled" and len(stream.tokens) == 1
 
 
+def test_a_stop_string_ends_the_continuation_before_it(model_dirs):
+    gen = aiayn.load(model_dirs["lm"])
+    greedy = aiayn.Sampling(temperature=0)
+    whole = gen.generate(["the"], max_new_tokens=30, sampling=greedy, stop_at_eos=False)[0]
+    stop = whole.text[5:7]  # two characters met after the fifth
+    at = whole.text.find(stop)
+    out = gen.generate(["the"], max_new_tokens=30, sampling=greedy, stop_at_eos=False, stop=stop)
+    assert out[0].text == whole.text[:at] and out[0].finish_reason == "stop"
+    assert out[0].full_text == "the" + whole.text[:at]
+    stream = gen.stream("the", max_new_tokens=30, sampling=greedy, stop_at_eos=False, stop=[stop])
+    pieces = list(stream) + [stream.finish()]
+    assert "".join(pieces) == whole.text[:at] and stream.finish_reason == "stop"
+    never = gen.generate(["the"], max_new_tokens=30, sampling=greedy, stop_at_eos=False, stop="§§")
+    assert never[0].text == whole.text and never[0].finish_reason == "length"
+    with pytest.raises(OptionError, match="stop"):
+        gen.stream("the", stop=[""])
+
+
+def test_embeddings_of_token_ids_are_those_of_their_texts(model_dirs):
+    enc = aiayn.load(model_dirs["classifier"])
+    ids = enc.tokenizer.encode(SENTENCES)
+    assert torch.equal(enc.embed_ids(ids, normalize=True), enc.embed(SENTENCES, normalize=True))
+    for bad in ([[]], [[enc.config.vocab_size]], [[-1]], [[1] * enc.max_text_tokens + [1]]):
+        with pytest.raises(OptionError, match=r"ids\[0\]"):
+            enc.embed_ids(bad)
+
+
 def test_classifier_and_encoder_are_the_library_functions(model_dirs):
     clf = aiayn.load(model_dirs["classifier"])
     model, tokenizer = load_model_and_tokenizer(model_dirs["classifier"])

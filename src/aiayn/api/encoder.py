@@ -11,13 +11,14 @@ from aiayn.api.base import LoadedModel
 from aiayn.api.options import check_int
 from aiayn.api.results import Classification
 from aiayn.api.translator import text_list
+from aiayn.errors import OptionError
 from aiayn.infer.classify import (
     average_probabilities,
     check_classifier,
     classifier_labels,
     classify_texts,
 )
-from aiayn.infer.embed import embed_texts
+from aiayn.infer.embed import embed_ids, embed_texts
 from aiayn.modeldir import ModelDir
 
 
@@ -38,6 +39,23 @@ class Encoder(LoadedModel):
         longer than ``max_len`` are cut, with a warning."""
         check_int("batch_size", batch_size, 1)
         return embed_texts(self.model, self.tokenizer, text_list(texts), normalize, batch_size)
+
+    def embed_ids(
+        self, ids: Sequence[Sequence[int]], *, normalize: bool = False, batch_size: int = 64
+    ) -> Tensor:
+        """Embeddings (N, D) of texts given as their token ids (what the tokenizer gives,
+        eos added as ``embed`` adds it); each list of 1 to ``max_text_tokens`` ids of the
+        vocabulary."""
+        check_int("batch_size", batch_size, 1)
+        rows = [list(x) for x in ids]
+        vocab, longest = self.config.vocab_size, self.max_text_tokens
+        for i, row in enumerate(rows):
+            if not row or len(row) > longest:
+                raise OptionError(f"ids[{i}]: {len(row)} ids; give 1 to {longest}", "ids")
+            if any(not isinstance(t, int) or not 0 <= t < vocab for t in row):
+                raise OptionError(f"ids[{i}]: token ids must be integers in [0, {vocab})", "ids")
+        framed = [row + [self.config.eos_id] for row in rows]
+        return embed_ids(self.model, framed, normalize, batch_size)
 
 
 class Classifier(Encoder):

@@ -49,17 +49,22 @@ class Generator(LoadedModel):
         max_new_tokens: int = 200,
         sampling: Sampling = SAMPLING,
         stop_at_eos: bool = True,
+        stop: Sequence[str] = (),
     ) -> TextStream:
         """An iterator over the text each new token adds ("" while a character is still
         incomplete); stopping the iteration stops the generation. ``finish()`` then gives
-        the text held back, and ``text`` / ``tokens`` / ``finish_reason`` the result."""
+        the text held back, and ``text`` / ``tokens`` / ``finish_reason`` the result.
+
+        ``stop``: strings that end the continuation where one first appears (finish reason
+        "stop"), left out of the text; text that may begin one is held back until it cannot."""
         check_int("max_new_tokens", max_new_tokens, 0)
         if not isinstance(sampling, Sampling):
             raise OptionError(
                 f"sampling must be an aiayn.Sampling, got {type(sampling).__name__}", "sampling"
             )
+        stops = stop_strings(stop)
         ids = self.prompt_ids(prompt) if isinstance(prompt, str) else list(prompt)
-        return TextStream(self, ids, max_new_tokens, decoded_sampling(sampling), stop_at_eos)
+        return TextStream(self, ids, max_new_tokens, decoded_sampling(sampling), stop_at_eos, stops)
 
     def generate(
         self,
@@ -68,10 +73,12 @@ class Generator(LoadedModel):
         max_new_tokens: int = 200,
         sampling: Sampling = SAMPLING,
         stop_at_eos: bool = True,
+        stop: Sequence[str] = (),
     ) -> list[Generation]:
         """A continuation of each prompt: up to ``max_new_tokens`` tokens drawn as
-        ``sampling`` says (temperature 0 is greedy), stopping at eos with ``stop_at_eos``.
-        With a seed, a prompt's continuation does not depend on the other prompts."""
+        ``sampling`` says (temperature 0 is greedy), stopping at eos with ``stop_at_eos``
+        and before the first of the ``stop`` strings. With a seed, a prompt's continuation
+        does not depend on the other prompts."""
         out = []
         for prompt in text_list(prompts, "prompts"):
             ids = self.prompt_ids(prompt)
@@ -80,7 +87,11 @@ class Generator(LoadedModel):
                     f"only the last {self.context} tokens of the prompt are used", stacklevel=2
                 )
             stream = self.stream(
-                ids, max_new_tokens=max_new_tokens, sampling=sampling, stop_at_eos=stop_at_eos
+                ids,
+                max_new_tokens=max_new_tokens,
+                sampling=sampling,
+                stop_at_eos=stop_at_eos,
+                stop=stop,
             )
             for _ in stream:
                 pass
@@ -93,13 +104,19 @@ class TextStream:
     """The continuation of one prompt, token by token (see ``Generator.stream``)."""
 
     def __init__(
-        self, gen: Generator, prompt: list[int], max_new: int, sampling: Sampling, stop: bool
+        self,
+        gen: Generator,
+        prompt: list[int],
+        max_new: int,
+        sampling: Sampling,
+        stop: bool,
+        stops: tuple[str, ...] = (),
     ) -> None:
         self.gen, self.prompt = gen, prompt
         self.max_new, self.sampling, self.stop_at_eos = max_new, sampling, stop
         self.tokens: list[int] = []
         self.finish_reason: str | None = None
-        self._text = CompletionText(gen.tokenizer, prompt)
+        self._text = CompletionText(gen.tokenizer, prompt, stops)
         self._steps = self._run()
 
     def __iter__(self) -> Iterator[str]:
@@ -125,7 +142,13 @@ class TextStream:
                 self.finish_reason = "stop"
                 return
             self.tokens.append(token)
-            yield self._text.push(token)
+            delta = self._text.push(token)
+            if self._text.stopped:  # a stop string: the text ends before it
+                self.finish_reason = "stop"
+                if delta:
+                    yield delta
+                return
+            yield delta
         self.finish_reason = "length"
 
     def finish(self) -> str:
@@ -143,6 +166,8 @@ class TextStream:
 
     def result(self) -> Generation:
         full = self.gen.tokenizer.decode([self.prompt + self.tokens])[0]
+        if self._text.stopped:  # the tokens spell the stop string too
+            full = self._text.prefix + self.text
         return Generation(
             self.text, tuple(self.tokens), full, len(self.prompt), self.finish_reason or ""
         )
@@ -152,11 +177,14 @@ class CompletionText:
     """The text a continuation adds to its prompt, released in whole characters.
 
     Byte-fallback pieces can split a character across tokens; text that ends in an
-    incomplete character (U+FFFD) is held back until the next token completes it.
+    incomplete character (U+FFFD) is held back until the next token completes it, and text
+    that may begin one of the ``stops`` strings until it cannot (``stopped`` once one is
+    complete: the completion then ends before it).
     """
 
-    def __init__(self, tokenizer, prompt: list[int]) -> None:
-        self.tokenizer, self.ids = tokenizer, list(prompt)
+    def __init__(self, tokenizer, prompt: list[int], stops: tuple[str, ...] = ()) -> None:
+        self.tokenizer, self.ids, self.stops = tokenizer, list(prompt), stops
+        self.stopped = False
         self.prefix = tokenizer.decode([self.ids])[0]
         self.start = len(self.ids)
         self.sent = 0
@@ -172,9 +200,38 @@ class CompletionText:
         self.ids.append(token)
         self.completion = self._text()
         ready = self.completion.rstrip("\ufffd")
+        if self.stops:
+            found = [i for i in (ready.find(s) for s in self.stops) if i >= 0]
+            if found:
+                self.completion = ready = ready[: min(found)]
+                self.stopped = True
+            else:
+                ready = ready[: len(ready) - _stop_prefix(ready, self.stops)]
         delta, self.sent = ready[self.sent :], max(self.sent, len(ready))
         return delta
 
     def flush(self) -> str:
         delta, self.sent = self.completion[self.sent :], len(self.completion)
         return delta
+
+
+def stop_strings(stop: Sequence[str] | str) -> tuple[str, ...]:
+    """``stop`` as a tuple of non-empty strings (one string is one stop string)."""
+    stops = (stop,) if isinstance(stop, str) else tuple(stop)
+    for s in stops:
+        if not isinstance(s, str) or not s:
+            raise OptionError(f"stop: each stop string must be non-empty text, got {s!r}", "stop")
+    return stops
+
+
+def _stop_prefix(text: str, stops: tuple[str, ...]) -> int:
+    """The length of the longest end of ``text`` that begins one of ``stops``."""
+    return max(
+        (
+            n
+            for s in stops
+            for n in range(min(len(s) - 1, len(text)), 0, -1)
+            if text.endswith(s[:n])
+        ),
+        default=0,
+    )

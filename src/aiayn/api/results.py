@@ -65,7 +65,7 @@ class Translation:
 class Generation:
     """A continuation of one prompt: ``text`` (the new text only), ``tokens`` (the new ids),
     ``full_text`` (prompt and continuation decoded together), ``prompt_tokens`` (ids read)
-    and ``finish_reason``: "stop" (eos), "length" (``max_new_tokens``) or "cancelled"."""
+    and ``finish_reason``: "stop" (eos or a stop string), "length" (``max_new_tokens``) or "cancelled"."""
 
     text: str
     tokens: tuple[int, ...]

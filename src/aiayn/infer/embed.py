@@ -34,7 +34,15 @@ def embed_texts(
         raise ValueError(f"embeddings need an encoder-only model, not a {config.family} one")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    ids = encode_texts(tokenizer, list(texts), config.max_len, "embed")
+    return embed_ids(model, encode_texts(tokenizer, list(texts), config.max_len, "embed"),
+                     normalize, batch_size)  # fmt: skip
+
+
+@torch.no_grad()
+def embed_ids(model, ids: list[list[int]], normalize: bool = False, batch_size: int = 64) -> Tensor:
+    """Embeddings (N, D) of token id lists as the model reads them (each framed as
+    ``encode_texts`` frames a text: ending with eos, at most ``max_len`` ids)."""
+    config = model.config
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
     device = next(model.parameters()).device
     out = torch.empty(len(ids), config.d_model)  # (N, D)

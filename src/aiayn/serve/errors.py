@@ -86,6 +86,8 @@ def validation_message(errors: list[dict]) -> tuple[int, str, str | None]:
     for e in errors:
         name = field_name(tuple(e.get("loc", ())))
         msg = e.get("msg", "invalid").removeprefix("Value error, ")
+        if e.get("type") == "extra_forbidden":
+            msg = "not a field of this route (it would be ignored; /docs lists the fields)"
         parts.append(f"{name}: {msg}")
     return 422, "; ".join(parts), field_name(tuple(errors[0].get("loc", ()))) if errors else None
 

@@ -154,6 +154,45 @@ def check_tokens(model: ServedModel, texts: list[str], value, field: str) -> lis
     return counts
 
 
+def texts_or_ids(
+    value: str | list[str] | list[int] | list[list[int]], field: str, limits: ServeConfig | Caller
+) -> list[str] | list[list[int]]:
+    """The inputs of an OpenAI request: texts (``texts_of``), or token id lists (one list of
+    ids, or a list of them) within ``--max-texts``."""
+    if not (isinstance(value, list) and value and not isinstance(value[0], str)):
+        return texts_of(value, field, limits)
+    lists = value if isinstance(value[0], list) else [value]
+    config = limits.config if isinstance(limits, Caller) else limits
+    if len(lists) > config.max_texts:
+        raise ServeError(
+            422,
+            f"{field}: {len(lists)} token id lists; at most {config.max_texts} per request "
+            "(--max-texts)",
+            field,
+        )
+    return lists
+
+
+def check_ids(model: ServedModel, lists: list[list[int]], value, field: str, limit: str) -> None:
+    """Token id lists ``model`` can read: ids of its vocabulary, at most ``limit`` (the name
+    of a ``ServedModel`` attribute: ``context``, ``max_text_tokens``) ids in a list."""
+    vocab, most = model.config.vocab_size, getattr(model, limit)
+    for i, ids in enumerate(lists):
+        name = f"{field}[{i}]" if isinstance(value[0], list) else field
+        bad = next((t for t in ids if t >= vocab), None)
+        if bad is not None:
+            raise ServeError(
+                422, f"{name}: token id {bad} is not in model {model.name}'s vocabulary "
+                f"(0 to {vocab - 1})", name,
+            )  # fmt: skip
+        if len(ids) > most:
+            why = "its training context" if limit == "context" else "with eos"
+            raise ServeError(
+                422, f"{name}: {len(ids)} tokens; model {model.name} reads at most {most} ({why})",
+                name,
+            )  # fmt: skip
+
+
 def check_beam(beam: int, config: ServeConfig, field: str = "beam") -> None:
     if beam > config.max_beam:
         message = f"{field}: {beam} is over the limit {config.max_beam} (--max-beam)"

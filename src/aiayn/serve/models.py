@@ -169,11 +169,18 @@ class ServedModel:
     def embed(self, texts: list[str], normalize: bool = False) -> list[list[float]]:
         return self.api.embed(texts, normalize=normalize).tolist()
 
+    def embed_ids(self, ids: list[list[int]], normalize: bool = False) -> list[list[float]]:
+        return self.api.embed_ids(ids, normalize=normalize).tolist()
+
     def attention(self, text: str, **options) -> AttentionMap:
         return self.api.attention(text, **options)
 
     def prompt_ids(self, prompt: str) -> list[int]:
         return self.api.prompt_ids(prompt)
+
+    def text_of(self, ids: list[int]) -> str:
+        """The text token ``ids`` spell."""
+        return self.api.tokenizer.decode([ids])[0]
 
     def complete(
         self,
@@ -184,20 +191,22 @@ class ServedModel:
         top_p: float,
         seed: int | None,
         emit: Callable[[str], None] | None = None,
-        stop: threading.Event | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        stop: tuple[str, ...] = (),
     ) -> tuple[str, int, str]:
         """Sample a continuation of ``prompt``: (text, tokens generated, finish reason).
 
-        ``emit`` receives the text as it grows (whole characters only); a set ``stop`` ends
-        the generation after the current token (the client went away). ``top_k`` 0 is no
-        top-k filter (OpenAI's convention).
+        ``stop``: strings that end it before them; ``emit`` receives the text as it grows
+        (whole characters only); a set ``cancel`` ends the generation after the current
+        token (the client went away). ``top_k`` 0 is no top-k filter (OpenAI's convention).
         """
         sampling = aiayn.Sampling(temperature, top_k or None, top_p, seed)
-        stream = self.api.stream(prompt, max_new_tokens=max_tokens, sampling=sampling)
+        stream = self.api.stream(prompt, max_new_tokens=max_tokens, sampling=sampling, stop=stop)
         for delta in stream:
             if emit is not None and delta:
                 emit(delta)
-            if stop is not None and stop.is_set():
+            if cancel is not None and cancel.is_set():
                 break
         rest = stream.finish()
         if emit is not None and rest:

@@ -107,8 +107,9 @@ def install_openapi(app: FastAPI, registry) -> None:
 
 
 def served_models(registry) -> list[dict]:
-    """Name, family and languages of each served model, from the loaded models or, while
-    they load, from their directories."""
+    """Name, family and languages of each served model, its vocabulary, the most token ids
+    it reads (a prompt's context, an encoder's text) and d_model, from the loaded models or,
+    while they load, from their directories."""
     from aiayn.api.load import kind
     from aiayn.modeldir import ModelDir
 
@@ -117,7 +118,8 @@ def served_models(registry) -> list[dict]:
         loaded = registry.models.get(spec.name)
         if loaded is not None:
             family = "classifier" if loaded.is_classifier else loaded.family
-            languages = loaded.languages
+            languages, config = loaded.languages, loaded.config
+            tokens = loaded.context if family == DECODER else config.max_len - 1
         else:
             directory = ModelDir(spec.path)
             config = directory.config
@@ -128,9 +130,21 @@ def served_models(registry) -> list[dict]:
                 if family == TRANSLATOR and "src_lang" in data
                 else None
             )
+            block = int(data.get("block_size") or config.max_len)  # as Generator.context
+            tokens = config.clamp_length(block) if family == DECODER else config.max_len - 1
         # CTranslate2 alone has no constrained search: such a translator takes no glossary
         terms = spec.engine != "ctranslate2"
-        out.append({"name": spec.name, "family": family, "languages": languages, "terms": terms})
+        out.append(
+            {
+                "name": spec.name,
+                "family": family,
+                "languages": languages,
+                "terms": terms,
+                "vocab_size": config.vocab_size,
+                "tokens": tokens,
+                "d_model": config.d_model,
+            }
+        )
     return out
 
 
@@ -266,10 +280,17 @@ def _constrain(
     schema: dict, path: str, config: ServeConfig, models: list[dict], frontend: FrontendConfig
 ) -> None:
     properties = schema.get("properties", {})
+    fitting = [m for m in models if fits(m, ROUTE_FAMILIES.get(path, ""))]
     for name in TEXT_FIELDS & set(properties):
         field = properties[name]
         single = field.get("type") == "string"  # a text, not "a text or a list of texts"
-        properties[name] = _texts(field, config, single=single)
+        properties[name] = _texts(field, config, single=single, models=fitting)
+    if "dimensions" in properties and fitting:  # an encoder's d_model, nothing else
+        sizes = sorted({m["d_model"] for m in fitting})
+        properties["dimensions"] = {
+            **properties["dimensions"],
+            "anyOf": [{"type": "integer", "enum": sizes}, {"type": "null"}],
+        }
     if "prefix" in properties:
         properties["prefix"] = {**properties["prefix"], "maxLength": config.max_chars}
     for name, limit in (
@@ -348,16 +369,35 @@ def _alternatives_limit(config: ServeConfig, frontend: FrontendConfig) -> int:
     return limit if frontend.alternatives_limit == -1 else min(limit, frontend.alternatives_limit)
 
 
-def _texts(field: dict, config: ServeConfig, single: bool) -> dict:
+def _texts(field: dict, config: ServeConfig, single: bool, models: list[dict]) -> dict:
     """A text field: a string of at most ``max_chars`` characters, or (unless ``single``) a
-    list of 1 to ``max_texts`` of them."""
+    list of 1 to ``max_texts`` of them; where the field takes token ids (OpenAI's prompt and
+    input), also a list of ids every one of ``models`` reads, or 1 to ``max_texts`` such
+    lists; null where the field may be null."""
     text = {"type": "string", "maxLength": config.max_chars}
     out = {k: v for k, v in field.items() if k not in ("anyOf", "type", "items")}
     if single:
         return {**out, **text}
     texts = {"type": "array", "items": copy.deepcopy(text), "minItems": 1}
     texts["maxItems"] = config.max_texts
-    return {**out, "anyOf": [text, texts]}
+    options = field.get("anyOf", [])
+    if any(o.get("items", {}).get("type") == "integer" for o in options) and models:
+        ids = {
+            "type": "array",
+            "items": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": min(m["vocab_size"] for m in models) - 1,
+            },
+            "minItems": 1,
+            "maxItems": min(m["tokens"] for m in models),
+        }
+        lists = {"type": "array", "items": ids, "minItems": 1, "maxItems": config.max_texts}
+        texts = [texts, ids, lists]
+    else:
+        texts = [texts]
+    null = [{"type": "null"}] if {"type": "null"} in options else []
+    return {**out, "anyOf": [text, *texts, *null]}
 
 
 def _each_text(field: dict, constraint: dict) -> None:

@@ -1,7 +1,8 @@
 """Request and response bodies (pydantic): what each endpoint takes, with its ranges.
 
 The LibreTranslate and OpenAI shapes follow those APIs, so their clients work unchanged;
-fields they do not know are ignored. Server-wide limits (texts per request, characters per
+fields they do not know are ignored by LibreTranslate's routes and refused by OpenAI's, as
+each of those servers does. Server-wide limits (texts per request, characters per
 text, beam, new tokens) are checked in ``app`` against ``ServeConfig``.
 """
 
@@ -13,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     StrictBool,
     StringConstraints,
@@ -173,25 +175,122 @@ class AttentionResponse(BaseModel):
     )
 
 
-class CompletionRequest(BaseModel):
-    """OpenAI's ``/v1/completions`` body."""
+def _refused(allowed, why: str):
+    """A field of OpenAI's that this server cannot honour: any value but ``allowed`` (and
+    null) is refused with ``why``, not ignored (ignoring it would change the answer)."""
+
+    def check(value):
+        if value is not None and value not in allowed:
+            raise ValueError(why)
+        return value
+
+    return BeforeValidator(check)
+
+
+SHAPES = {
+    "prompt": "must be a text, a list of texts, a non-empty list of token ids (integers >= 0) "
+    "or a list of such lists",
+    "stop": "must be a non-empty string or a list of at most 4 of them",
+}
+
+
+def _int(**limits):
+    """An integer within ``limits`` (``Field``'s ge, lt...), as ``Int`` reads it; nullable
+    (``_int(ge=1) | None``) with the limits in the document."""
+    return Annotated[int, Field(**limits), BeforeValidator(_a_number)]
+
+
+def _float(**limits):
+    return Annotated[float, Field(allow_inf_nan=False, **limits), BeforeValidator(_a_number)]
+
+
+TokenIds = Annotated[list[_int(ge=0)], Field(min_length=1)]  # 2.0 is the id 2, true is none
+StopString = Annotated[str, StringConstraints(min_length=1)]
+
+
+class StreamOptions(BaseModel):
+    include_usage: StrictBool | None = Field(
+        None, description="a last chunk (choices []) with the request's usage"
+    )
+
+
+class OpenAIRequest(BaseModel):
+    """A body of OpenAI's API: as OpenAI does, a field it does not know is refused (another
+    server's sampling option, ``repetition_penalty`` say, would otherwise be ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    prompt: str = Field("", description="text to continue")
-    max_tokens: Int = Field(16, ge=1, description="tokens to generate at most")
-    temperature: Float = Field(1.0, ge=0.0, le=100.0, allow_inf_nan=False, description="0 = greedy")
-    top_p: Float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
-    top_k: Int = Field(0, ge=0, description="0 = no top-k filter")
-    seed: Int | None = Field(None, ge=0, lt=2**63, description="makes the sample reproducible")
-    stream: StrictBool = Field(False, description="send tokens as server-sent events")
-    n: Int = Field(1, ge=1, le=1, description="one choice per request")
+    api_key: str | None = Field(
+        None, description="the API key, as LibreTranslate's clients send it (or the header)"
+    )
+
+
+class CompletionRequest(OpenAIRequest):
+    """OpenAI's ``/v1/completions`` body. A field OpenAI has that this server cannot honour
+    is refused unless it has the value that changes nothing; null is its default."""
+
+    prompt: str | list[str] | list[TokenIds] | TokenIds | None = Field(
+        "",
+        description="text to continue, a list of texts, the token ids of one, or a list of "
+        "token id lists (null: '')",
+    )
+    max_tokens: _int(ge=1) | None = Field(16, description="tokens to generate at most")
+    temperature: _float(ge=0.0, le=100.0) | None = Field(1.0, description="0 = greedy")
+    top_p: _float(gt=0.0, le=1.0) | None = 1.0
+    top_k: _int(ge=0) | None = Field(0, description="0 = no top-k filter")
+    seed: _int(ge=0) | None = Field(
+        None,
+        description="makes the sample reproducible (choice j of a prompt: seed + j, modulo 2**63)",
+    )
+    stream: StrictBool | None = Field(False, description="send tokens as server-sent events")
+    stream_options: StreamOptions | None = None
+    n: _int(ge=1) | None = Field(1, description="choices per prompt")
+    stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
+        None, description="up to 4 strings; the text ends before the first one met"
+    )
+    echo: StrictBool | None = Field(False, description="each choice's text begins with its prompt")
+    user: str | None = Field(None, description="read, not used")
+
+    logprobs: Annotated[
+        None, _refused((), "not supported: this server returns no log probabilities; null only")
+    ] = None
+    suffix: Annotated[
+        Annotated[str, Field(max_length=0)] | None,
+        _refused(("",), "not supported: this server does not insert text; '' or null only"),
+    ] = None
+    best_of: Annotated[
+        _int(ge=1, le=1) | None,
+        _refused((1,), "not supported: 1 or null only (each choice is one sample; see n)"),
+    ] = None
+    presence_penalty: Annotated[
+        _float(ge=0.0, le=0.0) | None,
+        _refused((0,), "not supported: this server samples without penalties; 0 or null only"),
+    ] = None
+    frequency_penalty: Annotated[
+        _float(ge=0.0, le=0.0) | None,
+        _refused((0,), "not supported: this server samples without penalties; 0 or null only"),
+    ] = None
+    logit_bias: Annotated[
+        Annotated[dict[str, _float()], Field(max_length=0)] | None,
+        _refused(({},), "not supported: this server samples without biases; {} or null only"),
+    ] = None
+
+    @field_validator("prompt", "stop", mode="wrap")
+    @classmethod
+    def _one_message(cls, value, handler, info: ValidationInfo):
+        """One error naming what the field may be, not one per form it may take."""
+        try:
+            return handler(value)
+        except ValueError:
+            raise ValueError(SHAPES[info.field_name]) from None
 
 
 class CompletionChoice(BaseModel):
     text: str
     index: int = 0
     logprobs: None = None
-    finish_reason: str | None
+    finish_reason: Literal["stop", "length"] | None
 
 
 class Usage(BaseModel):
@@ -230,13 +329,29 @@ class ClassifyResponse(BaseModel):
     results: list[ClassifyResult]
 
 
-class EmbeddingRequest(BaseModel):
+class EmbeddingRequest(OpenAIRequest):
     """OpenAI's ``/v1/embeddings`` body; ``normalize`` is aiayn's (unit-length vectors)."""
 
-    model: str | None = None
-    input: Texts
-    encoding_format: Literal["float", "base64"] = "float"
+    input: str | list[str] | list[TokenIds] | TokenIds = Field(
+        description="text to embed, a list of texts, the token ids of one, or a list of "
+        "token id lists"
+    )
+    encoding_format: Literal["float", "base64"] | None = Field(
+        "float", description="base64: each vector's little-endian float32 bytes (null: float)"
+    )
+    dimensions: _int(ge=1) | None = Field(
+        None, description="the model's d_model only (vectors are not shortened)"
+    )
+    user: str | None = Field(None, description="read, not used")
     normalize: StrictBool = False
+
+    @field_validator("input", mode="wrap")
+    @classmethod
+    def _one_message(cls, value, handler):
+        try:
+            return handler(value)
+        except ValueError:
+            raise ValueError(SHAPES["prompt"]) from None
 
 
 class Embedding(BaseModel):
