@@ -415,3 +415,15 @@ def test_a_bundled_corpus_source_that_cannot_be_read_is_named(tmp_path, capsys):
         argv = ["prepare", corpus, "--out", str(tmp_path / "c"), "--source", str(tmp_path / source)]
         code, _, err = run_cli(capsys, argv)
         assert code == 2 and message in err, err
+
+
+def test_generate_stops_before_a_stop_text(dirs, capsys):
+    argv = ["generate", str(dirs["lm"]), "--prompt", "ab", "--temperature", "0"]
+    code, whole, _ = run_cli(capsys, [*argv, "--max-new-tokens", "30"])
+    assert code == 0 and whole.startswith("ab")
+    continuation = whole.rstrip("\n")[2:]
+    stop = continuation[5:7]  # met after the fifth character, perhaps before too
+    code, out, _ = run_cli(capsys, [*argv, "--max-new-tokens", "30", "--stop", stop])
+    assert code == 0 and out.rstrip("\n") == "ab" + continuation[: continuation.find(stop)]
+    code, _, err = run_cli(capsys, [*argv, "--stop", ""])
+    assert code == 2 and "stop" in err

@@ -31,6 +31,12 @@ def add_generate(sub) -> None:
     p.add_argument(
         "--seed", type=int_range(0, 2**63 - 1), default=None, help="seed for reproducible samples"
     )
+    p.add_argument(
+        "--stop",
+        action="append",
+        metavar="TEXT",
+        help="end the continuation before this text where it first appears (repeatable)",
+    )
     add_quantize_argument(p)
     add_device_arguments(p)
     p.set_defaults(func=cmd_generate)
@@ -47,6 +53,10 @@ def cmd_generate(args: argparse.Namespace) -> None:
     text = text_argument(args.prompt, "--prompt")
     warn_unknown_characters(generator.tokenizer, [text], "--prompt")
     (out,) = generator.generate(
-        [text], max_new_tokens=args.max_new_tokens, sampling=sampling, stop_at_eos=False
+        [text],
+        max_new_tokens=args.max_new_tokens,
+        sampling=sampling,
+        stop_at_eos=False,
+        stop=args.stop or (),
     )
     print(out.full_text)
