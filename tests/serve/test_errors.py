@@ -172,3 +172,23 @@ def test_a_translation_runs_at_most_max_new_tokens_past_its_source(model_dirs):
             assert error["param"] == "max_len_offset" and "--max-new-tokens" in error["message"]
             r = client.post(route, json={"text": "gut", "max_len_offset": 8})
             assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "route, body, field",
+    [
+        ("/v1/translate", {"text": "gut", "beem": 4}, "beem"),  # a misspelt beam
+        ("/v1/translate", {"text": "gut", "source": "en", "target": "de"}, "source"),
+        ("/v1/attention", {"text": "gut", "layers": 2}, "layers"),
+        ("/v1/classify", {"input": "gut", "labels": ["a"]}, "labels"),
+    ],
+)
+def test_aiayns_routes_refuse_a_field_they_do_not_know(client, route, body, field):
+    """Ignored, the misspelt beam gave greedy search and the languages another model's
+    direction without a word; the API key is a field of every route."""
+    r = client.post(route, json=body)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["param"] == field and "not a field of this route" in error["message"]
+    known = {k: v for k, v in body.items() if k in ("text", "input")}
+    assert client.post(route, json={**known, "api_key": "anything"}).status_code == 200

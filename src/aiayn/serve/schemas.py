@@ -2,7 +2,7 @@
 
 The LibreTranslate and OpenAI shapes follow those APIs, so their clients work unchanged;
 fields they do not know are ignored by LibreTranslate's routes and refused by OpenAI's, as
-each of those servers does. Server-wide limits (texts per request, characters per
+each of those servers does, and by aiayn's own. Server-wide limits (texts per request, characters per
 text, beam, new tokens) are checked in ``app`` against ``ServeConfig``.
 """
 
@@ -91,7 +91,18 @@ class SuggestRequest(BaseModel):
     api_key: str | None = None
 
 
-class TranslateOptions(BaseModel):
+class NativeRequest(BaseModel):
+    """A body of aiayn's own routes: a field it does not know is refused, as on OpenAI's (a
+    misspelt option, ``beem`` say, would otherwise be ignored and the answer another)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: str | None = Field(
+        None, description="the API key, as LibreTranslate's clients send it (or the header)"
+    )
+
+
+class TranslateOptions(NativeRequest):
     beam: Int = Field(1, ge=1, description="beam size (1 = greedy search)")
     lenpen: Float = Field(
         0.6, ge=0.0, le=10.0, allow_inf_nan=False, description="GNMT length penalty alpha"
@@ -308,7 +319,7 @@ class CompletionResponse(BaseModel):
     usage: Usage
 
 
-class ClassifyRequest(BaseModel):
+class ClassifyRequest(NativeRequest):
     model: str | None = None
     input: Texts = Field(description="text to classify, or a list of texts")
 

@@ -74,7 +74,7 @@ async def translate(req: s.TranslateRequest, request: Request, registry: Models,
     check_tokens(model, texts, req.text, "text")
     check_prefix(req.prefix, registry.config)
     terms = await terms_for(model, req.glossary, request.app.state.glossary)
-    options = req.model_dump(exclude={"model", "text", "prefix", "glossary"})
+    options = req.model_dump(exclude={"model", "text", "prefix", "glossary", "api_key"})
     greedy = req.beam == 1 and req.nbest == 1  # answered without scores
     results = await registry.run(
         model,
@@ -121,7 +121,7 @@ async def attention(req: s.AttentionRequest, registry: Models, caller: Guarded):
     req = req.model_copy(update={"max_len_offset": offset})
     check_output_length(req.max_len_offset, registry.config)
     check_tokens(model, [req.text], req.text, "text")
-    options = req.model_dump(exclude={"model", "text", "early_stop"})
+    options = req.model_dump(exclude={"model", "text", "early_stop", "api_key"})
 
     def run(items: list[str]) -> list[dict]:
         att = model.attention(items[0], **options)
