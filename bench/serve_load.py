@@ -82,7 +82,7 @@ def request_body(route: str, texts: list[str], beam: int = 1) -> str:
     if route == "/translate":
         return json.dumps({"q": texts[0] if len(texts) == 1 else texts, "source": "de",
                            "target": "en"})  # fmt: skip
-    body = {"text": texts[0]} if len(texts) == 1 else {"texts": texts}
+    body = {"text": texts[0] if len(texts) == 1 else texts}
     return json.dumps(body if beam == 1 else {**body, "beam": beam})
 
 
