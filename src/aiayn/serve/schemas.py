@@ -219,6 +219,12 @@ TokenIds = Annotated[list[_int(ge=0)], Field(min_length=1)]  # 2.0 is the id 2, 
 StopString = Annotated[str, StringConstraints(min_length=1)]
 
 
+NoPenalty = Annotated[  # OpenAI's presence and frequency penalties: 0 or null only
+    _float(ge=0.0, le=0.0) | None,
+    _refused((0,), "not supported: this server samples without penalties; 0 or null only"),
+]
+
+
 class StreamOptions(BaseModel):
     include_usage: StrictBool | None = Field(
         None, description="a last chunk (choices []) with the request's usage"
@@ -274,14 +280,8 @@ class CompletionRequest(OpenAIRequest):
         _int(ge=1, le=1) | None,
         _refused((1,), "not supported: 1 or null only (each choice is one sample; see n)"),
     ] = None
-    presence_penalty: Annotated[
-        _float(ge=0.0, le=0.0) | None,
-        _refused((0,), "not supported: this server samples without penalties; 0 or null only"),
-    ] = None
-    frequency_penalty: Annotated[
-        _float(ge=0.0, le=0.0) | None,
-        _refused((0,), "not supported: this server samples without penalties; 0 or null only"),
-    ] = None
+    presence_penalty: NoPenalty = None
+    frequency_penalty: NoPenalty = None
     logit_bias: Annotated[
         Annotated[dict[str, _float()], Field(max_length=0)] | None,
         _refused(({},), "not supported: this server samples without biases; {} or null only"),
