@@ -103,7 +103,8 @@ class TrainConfig:
     threads: int = 0  # torch intra-op threads; 0 = torch's default
     init_from: str = ""  # a model directory to start from (its weights and tokenizer)
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda
-    precision: str = "auto"  # auto (bf16/fp16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16
+    # auto: bf16 on a GPU that has it, else fp16; on a CPU bf16 where it has bf16 units, else fp32
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16
     compile: bool = False  # torch.compile the model for training (opt-in)
     # keep each layer's input only and recompute its activations in the backward pass:
     # activation memory of one layer instead of all, for one more forward pass
