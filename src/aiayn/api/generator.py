@@ -33,10 +33,9 @@ class Generator(LoadedModel):
 
     @property
     def context(self) -> int:
-        """The longest input the model was trained on (run.json's block_size, else
-        max_len, within a learned position table): a longer prompt keeps its last tokens."""
-        block = self.run.get("data", {}).get("block_size") or self.config.max_len
-        return self.config.clamp_length(int(block))
+        """The longest input the model was trained on (``context_length``): a longer prompt
+        keeps its last tokens."""
+        return context_length(self.config, self.run)
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """The token ids of ``prompt``; bos for an empty one."""
@@ -213,6 +212,13 @@ class CompletionText:
     def flush(self) -> str:
         delta, self.sent = self.completion[self.sent :], len(self.completion)
         return delta
+
+
+def context_length(config, run: dict) -> int:
+    """The longest input a language model of ``config`` was trained on: its run.json's
+    (``run``) block_size, else max_len, within a learned position table."""
+    block = run.get("data", {}).get("block_size") or config.max_len
+    return config.clamp_length(int(block))
 
 
 def stop_strings(stop: Sequence[str] | str) -> tuple[str, ...]:

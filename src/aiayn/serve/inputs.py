@@ -210,10 +210,12 @@ def check_prefix(prefix: str, config: ServeConfig) -> None:
 
 
 def default_within(req, field: str, limit: int) -> int:
-    """``req.field``, or where the client left it out, its default cut to the server's
-    ``limit`` (a default is never refused)."""
+    """``req.field``, or where the client left it out or sent null, its default cut to the
+    server's ``limit`` (a default is never refused)."""
     value = getattr(req, field)
-    return value if field in req.model_fields_set else min(value, limit)
+    if value is not None and field in req.model_fields_set:
+        return value
+    return min(type(req).model_fields[field].default, limit)
 
 
 def check_output_length(max_len_offset: int, config: ServeConfig) -> None:

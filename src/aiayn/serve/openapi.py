@@ -110,6 +110,7 @@ def served_models(registry) -> list[dict]:
     """Name, family and languages of each served model, its vocabulary, the most token ids
     it reads (a prompt's context, an encoder's text) and d_model, from the loaded models or,
     while they load, from their directories."""
+    from aiayn.api.generator import context_length
     from aiayn.api.load import kind
     from aiayn.modeldir import ModelDir
 
@@ -130,8 +131,10 @@ def served_models(registry) -> list[dict]:
                 if family == TRANSLATOR and "src_lang" in data
                 else None
             )
-            block = int(data.get("block_size") or config.max_len)  # as Generator.context
-            tokens = config.clamp_length(block) if family == DECODER else config.max_len - 1
+            if family == DECODER:
+                tokens = context_length(config, directory.run)
+            else:
+                tokens = config.max_len - 1
         # CTranslate2 alone has no constrained search: such a translator takes no glossary
         terms = spec.engine != "ctranslate2"
         out.append(

@@ -91,10 +91,7 @@ async def completions(req: s.CompletionRequest, registry: Models, caller: Guarde
             f"{config.max_texts} per request (--max-texts)",
             "n",
         )
-    if req.max_tokens is None:  # null: left out (the default, cut to the limit)
-        max_tokens = min(s.CompletionRequest().max_tokens, config.max_new_tokens)
-    else:
-        max_tokens = default_within(req, "max_tokens", config.max_new_tokens)
+    max_tokens = default_within(req, "max_tokens", config.max_new_tokens)
     if max_tokens > config.max_new_tokens:
         raise ServeError(
             422,
