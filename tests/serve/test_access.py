@@ -90,7 +90,11 @@ def guarded(model_dirs, keys, tmp_path_factory):
     from aiayn.serve.access import AccessConfig
     from aiayn.serve.config import FrontendConfig
 
-    access = AccessConfig(api_keys=True, api_keys_db=str(keys[0]), metrics=True)
+    # its tests give wrong keys on purpose, more than a minute's --key-failures-limit
+    # (test_hostile.py tests that limit)
+    access = AccessConfig(
+        api_keys=True, api_keys_db=str(keys[0]), metrics=True, key_failures_limit=0
+    )
     db = tmp_path_factory.mktemp("suggestions") / "s.db"
     frontend = FrontendConfig(suggestions=True, suggestions_db=str(db))
     with make_client(model_dirs, access=access, frontend=frontend) as c:

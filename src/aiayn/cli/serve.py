@@ -96,6 +96,15 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
             "a key's own limit replaces it); 429 with Retry-After above",
         )
     g.add_argument(
+        "--key-failures-limit",
+        type=int,
+        default=10,
+        metavar="N",
+        help="with --api-keys: wrong API keys per minute per client address (0 or -1: no "
+        "limit); above it, every key from that address (a right one too) is answered 429 "
+        "with Retry-After until the minute's window frees; default 10",
+    )
+    g.add_argument(
         "--shared-storage",
         "--req-limit-storage",
         default="memory://",
@@ -121,6 +130,13 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--suggestions", action="store_true", help="store /suggest's suggestions")
     g.add_argument(
         "--suggestions-db", default="aiayn-suggestions.db", help="the suggestions' SQLite file"
+    )
+    g.add_argument(
+        "--suggestions-max-rows",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="suggestions kept at most (the oldest are removed first); default 10000",
     )
     g.add_argument("--disable-web-ui", action="store_true", help="no page at /")
     g.add_argument(

@@ -145,9 +145,11 @@ class FrontendConfig:
     alternatives_limit: int = -1  # largest ``alternatives`` on /translate (-1: --max-beam's)
     suggestions: bool = False  # /suggest stores suggestions (403 without)
     suggestions_db: str = "aiayn-suggestions.db"
+    suggestions_max_rows: int = 10_000  # suggestions kept (the oldest are removed first)
     disable_web_ui: bool = False  # no page at /
     frontend_timeout: int = 500  # /frontend/settings' frontendTimeout (milliseconds)
 
     def __post_init__(self) -> None:
         _check_int("alternatives_limit", self.alternatives_limit, -1)
         _check_int("frontend_timeout", self.frontend_timeout, 0)
+        _check_int("suggestions_max_rows", self.suggestions_max_rows, 1)

@@ -61,7 +61,8 @@ STATUSES = {
     401: "/metrics without its bearer token (--metrics-auth-token)",
     403: "an API key that is not in the server's database; /suggest without --suggestions",
     429: "over a request limit (--req-limit, --hourly-req-limit, --daily-req-limit, or the API "
-    "key's): retry after Retry-After",
+    "key's), or too many wrong API keys from the client's address (--key-failures-limit): "
+    "retry after Retry-After",
     404: "no such model is served",
     413: "the body is over the server's --max-body-bytes",
     415: "the body is neither JSON nor (LibreTranslate's routes) a form",

@@ -119,23 +119,23 @@ def pick_translator(registry: Registry, source: str, target: str) -> ServedModel
     return fits[0]
 
 
-def libretranslate_texts(value: str | list[str], caller: Caller) -> list[str]:
-    """The texts of ``q`` within the batch and character limits, refused in LibreTranslate's
-    words."""
+def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q") -> list[str]:
+    """The texts of ``field`` within the batch and character limits, refused in
+    LibreTranslate's words."""
     config = caller.config
     texts = [value] if isinstance(value, str) else list(value)
     if len(texts) > config.max_texts:
         raise ServeError(
             400,
             f"Invalid request: request ({len(texts)}) exceeds text limit ({config.max_texts})",
-            "q",
+            field,
         )
     for text in texts:
         if len(text) > config.max_chars:
             raise ServeError(
                 400,
                 f"Invalid request: request ({len(text)}) exceeds text limit ({config.max_chars})",
-                "q",
+                field,
             )
     return texts
 
@@ -298,15 +298,19 @@ async def frontend_settings(request: Request, registry: Models):
 
 
 @router.post("/suggest", openapi_extra=form_or_json(s.SuggestRequest))
-async def suggest(request: Request, caller: Guarded):
-    """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite), 403 without."""
+async def suggest(request: Request, registry: Models, caller: Guarded):
+    """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite, the newest
+    ``--suggestions-max-rows``), 403 without. ``q`` and ``s`` are texts within the limits of
+    ``/translate``'s; ``source`` and ``target`` a pair this server translates, refused in
+    ``/translate``'s words (``source`` 'auto' is stored as the language it stands for)."""
     store = request.app.state.suggestions
     if store is None:
         raise ServeError(403, "Suggestions are disabled on this server.")
     req = await libretranslate_body(request, s.SuggestRequest)
     for name in ("q", "s"):
-        texts_of(getattr(req, name), name, caller)
-    await run_in_threadpool(store.add, req.q, req.s, req.source, req.target)
+        libretranslate_texts(getattr(req, name), caller, name)
+    source = pick_translator(registry, req.source, req.target).languages[0]
+    await run_in_threadpool(store.add, req.q, req.s, source, req.target)
     return {"success": True}
 
 
