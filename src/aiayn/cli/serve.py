@@ -71,8 +71,9 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
         "--require-api-key-origin",
         default="",
         metavar="REGEX",
-        help="a request whose Origin matches needs no key (your own page), any other one "
-        "does; without --api-keys, or a key database, an origin-only server",
+        help="a request whose Origin header matches (whole) needs no key (your own page), "
+        "any other needs one; without --api-keys, or with no key database, the server is "
+        "origin-only (no key is valid)",
     )
     g.add_argument(
         "--under-attack",
