@@ -69,8 +69,7 @@ def lt_keys():
 
 @pytest.fixture(scope="module")
 def imported(lt_keys, tmp_path_factory):
-    """aiayn's key database imported from LibreTranslate's: (its path, LibreTranslate's
-    path, what ``aiayn keys import`` wrote on stderr)."""
+    """(where aiayn's key database goes, LibreTranslate's database holding ``lt_keys``)."""
     root = tmp_path_factory.mktemp("lt")
     lt = lt_database(
         root / "api_keys.db",
