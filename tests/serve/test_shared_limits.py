@@ -86,7 +86,7 @@ def test_two_apps_on_one_redis_count_once(model_dirs, redis_url):
         wait_ready(a)
         wait_ready(b)
         codes = [
-            c.post("/translate", json={"q": "Ja.", "target": "en"}).status_code
+            c.post("/translate", json={"q": "Ja.", "source": "de", "target": "en"}).status_code
             for c in (a, b, a, b, a)
         ]
         assert codes == [200, 200, 200, 429, 429]
@@ -160,12 +160,15 @@ def test_a_storage_gone_while_serving_is_503_and_runs_no_model(model_dirs, tmp_p
         access = AccessConfig(req_limit=3, shared_storage=url)
         with make_client({"t": model_dirs["translator"]}, access=access) as c:
             wait_ready(c)
-            assert c.post("/translate", json={"q": "Ja.", "target": "en"}).status_code == 200
+            assert (
+                c.post("/translate", json={"q": "Ja.", "source": "de", "target": "en"}).status_code
+                == 200
+            )
             proc.terminate()
             proc.wait(20)
             batches = c.app.state.registry.metrics.registry.get_sample_value
             before = batches("aiayn_batch_texts_count", {"model": "t"})
-            for path, body in (("/translate", {"q": "Ja.", "target": "en"}), ("/v1/translate", {"text": "Ja."})):  # fmt: skip
+            for path, body in (("/translate", {"q": "Ja.", "source": "de", "target": "en"}), ("/v1/translate", {"text": "Ja."})):  # fmt: skip
                 r = c.post(path, json=body)
                 assert r.status_code == 503, r.text
                 assert "request limits cannot be counted now" in r.text
@@ -221,7 +224,7 @@ def test_two_serve_processes_on_one_redis_count_once(model_dirs, redis_url, tmp_
     try:
         for port, proc in zip(ports, procs, strict=True):
             wait_process_ready(port, proc)
-        body = {"q": "Ja.", "target": "en"}
+        body = {"q": "Ja.", "source": "de", "target": "en"}
         assert [_post(p, "/translate", body) for p in ports] == [400, 400]  # no key
         keyed = {**body, "api_key": key}
         codes = [_post(ports[i % 2], "/translate", keyed) for i in range(5)]

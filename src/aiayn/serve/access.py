@@ -8,7 +8,9 @@ which answers a JSON ``/translate`` before FastAPI's routing, calls it as ``guar
 1. reads the caller's API key: ``Authorization: Bearer KEY`` (OpenAI's clients) or the body's
    ``api_key`` (LibreTranslate's, JSON or form);
 2. with ``--api-keys``, refuses a wrong key (403) and a missing one (400), except from an
-   ``Origin`` matching ``--require-api-key-origin`` (unless ``--under-attack``); a client
+   ``Origin`` matching ``--require-api-key-origin`` (unless ``--under-attack``); with
+   ``--require-api-key-origin`` and no key database, refuses every key (as LibreTranslate's
+   empty one does) and every request without one from another ``Origin``; a client
    address that gave ``--key-failures-limit`` wrong keys in the last minute has every key it
    gives refused (429 with ``Retry-After``), a right one too: a key that passed there would
    tell a guesser it is right;
@@ -32,6 +34,7 @@ import hmac
 import json
 import logging
 import math
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -67,7 +70,9 @@ class AccessConfig:
 
     api_keys: bool = False  # require a key from the database (--api-keys)
     api_keys_db: str = DEFAULT_DB
-    require_api_key_origin: str = ""  # a regex: requests from a matching Origin need no key
+    # a regex: requests from a matching Origin need no key, others do (with or without
+    # --api-keys; the database is then read where it exists)
+    require_api_key_origin: str = ""
     under_attack: bool = False  # with --api-keys: every request needs a key, whatever its Origin
     get_api_key_link: str = ""  # named in the answer to a request without a key
     req_limit: int = 0  # requests per minute per key or client address
@@ -76,8 +81,9 @@ class AccessConfig:
     key_failures_limit: int = 10  # wrong API keys per minute per client address (429 above)
     shared_storage: str = "memory://"  # where the limits count: memory://, redis://HOST:PORT
     trust_forwarded_for: bool = False  # the client address is X-Forwarded-For's last
-    metrics: bool = False  # serve /metrics
+    metrics: bool = False  # serve /metrics (401 to every request, unless one of these two)
     metrics_auth_token: str = ""  # /metrics needs Authorization: Bearer TOKEN
+    metrics_open: bool = False  # /metrics answers anyone
 
     def __post_init__(self) -> None:
         for name in ("req_limit", "hourly_req_limit", "daily_req_limit", "key_failures_limit"):
@@ -99,13 +105,29 @@ class AccessConfig:
             raise ValueError(
                 f"shared_storage: {self.shared_storage!r}; give memory:// or redis://HOST:PORT"
             )
-        if (self.under_attack or self.require_api_key_origin) and not self.api_keys:
-            flag = "--under-attack" if self.under_attack else "--require-api-key-origin"
-            raise ValueError(f"{flag} applies to API keys: add --api-keys")
+        for flag, given in (
+            ("--metrics-auth-token", self.metrics_auth_token),
+            ("--metrics-open", self.metrics_open),
+        ):
+            if given and not self.metrics:
+                raise ValueError(f"{flag} applies to /metrics, which is off: add --metrics")
+        if self.metrics_open and self.metrics_auth_token:
+            raise ValueError(
+                "--metrics-open and --metrics-auth-token: give one (/metrics open to anyone, "
+                "or to the token's holder)"
+            )
+        if self.under_attack and not self.checks_keys:
+            raise ValueError("--under-attack applies to API keys: add --api-keys")
 
     @property
     def limited(self) -> bool:
         return bool(self.req_limit or self.hourly_req_limit or self.daily_req_limit)
+
+    @property
+    def checks_keys(self) -> bool:
+        """Whether a request may be asked for a key: ``--api-keys``, or an origin-only
+        server (``--require-api-key-origin``)."""
+        return self.api_keys or bool(self.require_api_key_origin)
 
 
 @dataclass(frozen=True)
@@ -124,24 +146,34 @@ class Gate:
 
     def __init__(self, access: AccessConfig, config: ServeConfig) -> None:
         self.access, self.config = access, config
-        self.keys = (
-            KeyStore(access.api_keys_db, create=False, timeout=KEYS_WAIT)
-            if access.api_keys
-            else None
-        )
+        self.keys = None
+        if os.path.exists(access.api_keys_db) or not access.require_api_key_origin:
+            if access.checks_keys:  # --api-keys alone without the file: refused, named
+                self.keys = KeyStore(access.api_keys_db, create=False, timeout=KEYS_WAIT)
+        else:  # origin-only, no database (LibreTranslate's would be empty): no key is valid
+            log.info(
+                "no API key database (%s): requests without a key are served from an Origin "
+                "matching --require-api-key-origin only",
+                access.api_keys_db,
+            )
         self.limiter = None
         self.storage = None
         self.key_failures = None  # wrong keys a minute per address, counted as requests are
-        if access.limited or access.api_keys:
+        if access.limited or access.checks_keys:
             from limits import RateLimitItemPerMinute
             from limits.storage import storage_from_string
             from limits.strategies import MovingWindowRateLimiter
 
             self.storage = storage_from_string(access.shared_storage, wrap_exceptions=True)
             self.limiter = MovingWindowRateLimiter(self.storage)
-            if access.api_keys and access.key_failures_limit:
+            if access.checks_keys and access.key_failures_limit:
                 self.key_failures = RateLimitItemPerMinute(access.key_failures_limit)
         self.remote = not access.shared_storage.startswith("memory://")
+        if access.metrics and not (access.metrics_auth_token or access.metrics_open):
+            log.warning(
+                "/metrics answers 401 to every request: give Prometheus a token with "
+                "--metrics-auth-token TOKEN, or serve it to anyone with --metrics-open"
+            )
         self._origin = (
             re.compile(access.require_api_key_origin) if access.require_api_key_origin else None
         )
@@ -167,7 +199,7 @@ class Gate:
         fields = await body_fields(request)
         given = bearer or _text(fields.get("api_key"))
         key, address = None, self.address(request)
-        if self.keys is not None:
+        if self.access.checks_keys:
             wrong = given is None and fields.get("api_key") not in (None, "")  # 12345, true
             if given or wrong:  # a key attempt: none while this address guesses too often
                 await self._check_key_failures(address, lt)
@@ -192,6 +224,8 @@ class Gate:
     def _lookup(self, given: str) -> ApiKey | None:
         """``given``'s record; 503 when the key database cannot be read (no request that
         needs a key is served then), logged without the key."""
+        if self.keys is None:  # origin-only, no database: no key is one
+            return None
         try:
             return self.keys.lookup(given)
         except KeyStoreUnavailable as e:
@@ -423,10 +457,18 @@ def require_admitted(where: str) -> None:
         raise ServeError(500, f"internal error: {where} runs a model without the access check")
 
 
-def check_metrics_token(request: Request, token: str) -> None:
-    """``/metrics`` behind ``--metrics-auth-token``: 401 without the right bearer token."""
-    if not token:
+def check_metrics_token(request: Request, access: AccessConfig) -> None:
+    """``/metrics``: 401 without ``--metrics-auth-token``'s bearer token, to every request
+    where neither it nor ``--metrics-open`` is given."""
+    if access.metrics_open:
         return
+    if not access.metrics_auth_token:
+        raise ServeError(
+            401,
+            "Unauthorized: this server gives /metrics to none (serve it with "
+            "--metrics-auth-token TOKEN, or --metrics-open)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     given = request.headers.get("authorization", "")
-    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    if not hmac.compare_digest(given.encode(), f"Bearer {access.metrics_auth_token}".encode()):
         raise ServeError(401, "Unauthorized", headers={"WWW-Authenticate": "Bearer"})

@@ -391,7 +391,7 @@ async def libretranslate_body(
         raise ServeError(400, "Invalid JSON format", "body")
     for name, field in schema.model_fields.items():  # LibreTranslate's words for a missing one
         if not (field.is_required() or (name in ("source", "target") and name in data)):
-            continue  # absent: its default (source "auto")
+            continue  # absent: its default
         value = data.get(name)
         if name == "q" and isinstance(value, list) and "" in value and not empty_q:
             value = ""  # a list with an empty text: nothing to detect in it
