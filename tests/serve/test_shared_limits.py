@@ -114,7 +114,7 @@ def test_wrong_keys_are_counted_once_on_one_redis(model_dirs, redis_url, tmp_pat
     with make_client(one, access=access) as a, make_client(one, access=access) as b:
         wait_ready(a)
         wait_ready(b)
-        body = {"q": "Ja.", "target": "en", "api_key": "x" * 20}
+        body = {"q": "Ja.", "source": "de", "target": "en", "api_key": "x" * 20}
         codes = [c.post("/translate", json=body).status_code for c in (a, b, a, b)]
         assert codes == [403, 403, 403, 429]
         r = a.post("/translate", json={**body, "api_key": key})
@@ -136,7 +136,7 @@ def test_keys_with_a_storage_gone_are_503_not_500(model_dirs, tmp_path):
         )
         with make_client({"t": model_dirs["translator"]}, access=access) as c:
             wait_ready(c)
-            body = {"q": "Ja.", "target": "en"}
+            body = {"q": "Ja.", "source": "de", "target": "en"}
             assert c.post("/translate", json={**body, "api_key": key}).status_code == 200
             proc.terminate()
             proc.wait(20)
