@@ -1,5 +1,6 @@
 """Suggested translations (LibreTranslate's ``/suggest``), kept in SQLite for whoever improves
-the models: each the text, the suggestion, and the languages."""
+the models: each the text, the suggestion, and the languages; the file readable by its owner
+only (``private_database``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import threading
 import time
 from pathlib import Path
 
+from aiayn.serve.keys import private_database
+
 
 class SuggestionStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(self.path, create=True)
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
             self._db.execute(
