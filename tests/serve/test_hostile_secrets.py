@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiayn.cli import main
-from aiayn.serve.redact import is_key_field, query_items, redact_query
+from aiayn.serve.redact import is_key_field, query_items, redact_query, without_paths
 from tests.conftest import REPO_ROOT
 from tests.serve.conftest import wait_process_ready, wait_ready
 from tests.serve.test_server import free_port
@@ -280,6 +280,16 @@ def test_a_failed_load_is_told_without_the_hosts_directories(model_dirs, tmp_pat
     for r in (health, translated):
         assert "model.safetensors" in r.text and "damaged" in r.text, r.text  # still says why
         assert str(tmp_path) not in r.text, r.text
+
+
+def test_a_path_in_an_error_is_written_as_its_last_part():
+    message = (
+        "runs/demo/model/config.json: bad; see '/srv/aiayn/de-en/run.json' and "
+        "http://example.org/a/b (model.safetensors)"
+    )
+    assert without_paths(message, {"runs/demo/model": "model"}) == (
+        "model/config.json: bad; see 'run.json' and http://example.org/a/b (model.safetensors)"
+    )
 
 
 @pytest.fixture

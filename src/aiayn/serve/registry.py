@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Callable, Hashable
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -13,7 +15,7 @@ from aiayn.serve.access import require_admitted
 from aiayn.serve.batching import BatchQueue, Job, QueueClosed, QueueFull
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import ServeError
-from aiayn.serve.models import ModelSpec, ServedModel, default_name
+from aiayn.serve.models import ModelSpec, ServedModel
 from aiayn.serve.redact import without_paths
 
 log = logging.getLogger("aiayn.serve")
@@ -158,11 +160,13 @@ class Registry:
     def shown_error(self) -> str | None:
         """``error`` as clients read it (``/health``, which takes no key, and every route):
         without the host's directories (``without_paths``), a model's directory as the
-        server was given it named by its last part."""
+        server was given it (relative too) written as its last part."""
         if self.error is None:
             return None
         given = [(spec.path, *spec.members, spec.cache_dir) for spec in self.specs]
-        known = {str(p): default_name(p) for paths in given for p in paths if p is not None}
+        paths = {str(p) for group in given for p in group if p is not None}
+        # a bare name ("model") shows nothing of the host, and may be a word of the message
+        known = {p: Path(p).name for p in paths if os.sep in p.rstrip(os.sep)}
         return without_paths(self.error, known)
 
     def require_ready(self) -> None:
