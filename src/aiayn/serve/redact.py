@@ -37,9 +37,8 @@ def is_key_field(name: str) -> bool:
 def redact_query(query: str) -> str:
     """``query`` with the value of every API key field, however its name is spelled
     (``api_key``, ``api%5Fkey``, ``%61pi_key``...), written ``REDACTED`` (an empty one left
-    as it is); the rest as sent.
-    Fields are split at ";" as well as "&" (some servers read both), which redacts more,
-    never less."""
+    as it is); the rest as sent. Fields are split at ";" as well as "&" (some servers read
+    both), which redacts more, never less."""
     parts = re.split(r"([&;])", query)
     for i in range(0, len(parts), 2):
         fields = query_items(parts[i], errors="replace")
