@@ -339,9 +339,21 @@ def test_a_body_is_a_form_or_json_alike_for_the_access_check_and_the_route(model
         assert r.status_code == 200 and r.json()["translatedText"]
 
 
-def test_an_integer_past_pythons_digits_is_invalid_json(client):
-    body = '{"q": "Hallo", "source": "de", "target": "en", "alternatives": ' + "1" * 5000 + "}"
+def test_an_integer_past_pythons_digits_is_a_400_in_the_routes_words(client):
+    """It answered Python's advice to its programmer (use sys.set_int_max_str_digits())."""
+    long = "1" * 5000
+    body = '{"q": "Hallo", "source": "de", "target": "en", "alternatives": ' + long + "}"
     r = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400
-    assert r.json()["error"].startswith("body: not valid JSON (")
+    too_long = "body: a number in the JSON body is too long (over 4300 digits)"
+    assert r.json() == {"error": too_long}  # LibreTranslate's error body
     assert r.headers["access-control-allow-origin"] == "*"
+    body = '{"prompt": "the", "max_tokens": ' + long + "}"
+    r = client.post("/v1/completions", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"] == {  # OpenAI's
+        "message": too_long,
+        "type": "invalid_request_error",
+        "param": "body",
+        "code": 400,
+    }

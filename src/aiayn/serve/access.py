@@ -53,6 +53,7 @@ from aiayn.serve.errors import (
     query_fields,
 )
 from aiayn.serve.keys import DEFAULT_DB, ApiKey, KeyStore, KeyStoreUnavailable
+from aiayn.serve.redact import masked_url, without_secret
 
 KEYS_WAIT = 2.0  # seconds a key lookup waits for another process's lock on the database
 KEYS_RETRY_AFTER = 5  # the Retry-After of a 503 when keys or counts cannot be read
@@ -103,7 +104,8 @@ class AccessConfig:
         scheme = self.shared_storage.split("://", 1)[0]
         if "://" not in self.shared_storage or scheme not in ("memory", "redis", "rediss"):
             raise ValueError(
-                f"shared_storage: {self.shared_storage!r}; give memory:// or redis://HOST:PORT"
+                f"shared_storage: {masked_url(self.shared_storage)!r}; give memory:// or "
+                "redis://HOST:PORT"
             )
         for flag, given in (
             ("--metrics-auth-token", self.metrics_auth_token),
@@ -164,7 +166,12 @@ class Gate:
             from limits.storage import storage_from_string
             from limits.strategies import MovingWindowRateLimiter
 
-            self.storage = storage_from_string(access.shared_storage, wrap_exceptions=True)
+            try:
+                self.storage = storage_from_string(access.shared_storage, wrap_exceptions=True)
+            except ValueError as e:  # a port that is no number, say
+                raise ValueError(
+                    f"--shared-storage {self.shown_storage}: {self._hidden(e)}"
+                ) from None
             self.limiter = MovingWindowRateLimiter(self.storage)
             if access.checks_keys and access.key_failures_limit:
                 self.key_failures = RateLimitItemPerMinute(access.key_failures_limit)
@@ -182,9 +189,17 @@ class Gate:
         """Fail at start-up, naming the address, if the shared storage does not answer."""
         if self.storage is not None and self.remote and not self.storage.check():
             raise ValueError(
-                f"--shared-storage {self.access.shared_storage}: no answer (is redis-server "
-                "running there?)"
+                f"--shared-storage {self.shown_storage}: no answer (is redis-server running there?)"
             )
+
+    @property
+    def shown_storage(self) -> str:
+        """``--shared-storage`` as errors and the log show it: its password masked."""
+        return masked_url(self.access.shared_storage)
+
+    def _hidden(self, error: Exception) -> str:
+        """An error of the shared storage, without its password."""
+        return without_secret(str(error), self.access.shared_storage)
 
     def address(self, request: Request) -> str:
         if self.access.trust_forwarded_for:  # the address the proxy in front of us added:
@@ -296,8 +311,12 @@ class Gate:
             if self.remote:
                 return await run_in_threadpool(count, *args)
             return count(*args)
-        except StorageError as e:  # Redis gone
-            log.error("request limits cannot be counted (--shared-storage): %s", e)
+        except StorageError as e:  # Redis gone: nothing counted, nothing served
+            log.error(
+                "request limits cannot be counted (--shared-storage %s): %s",
+                self.shown_storage,
+                self._hidden(e),
+            )
             raise ServeError(
                 503,
                 "request limits cannot be counted now; try again later",

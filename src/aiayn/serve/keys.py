@@ -94,17 +94,37 @@ def _positive_or_none(name: str, value: int | None) -> int | None:
     return value
 
 
+SQLITE_COMPANIONS = ("-journal", "-wal", "-shm")  # the files SQLite keeps beside a database
+
+
+def private_database(path: Path, create: bool = False) -> None:
+    """Make the SQLite file ``path`` (created empty first where ``create``) and the journal
+    files beside it readable and writable by their owner only (0600), whatever mode they had
+    (a file made by hand, or by an older version, may be 0644: readable by every user of
+    the host). SQLite gives the journal files it makes the database's mode. A file of
+    another user, which this one may not change, keeps the mode its owner gave it."""
+    if create:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for file in (path, *(path.with_name(path.name + end) for end in SQLITE_COMPANIONS)):
+        try:
+            if os.stat(file).st_mode & 0o777 != 0o600:
+                os.chmod(file, 0o600)
+        except (FileNotFoundError, PermissionError):  # none, or not ours
+            continue
+
+
 class KeyStoreUnavailable(Exception):
     """The key database cannot be read now (locked past the wait, damaged, or gone): a key
     cannot be checked, so no request needing one is served."""
 
 
 class KeyStore:
-    """The keys of one SQLite file, created (with its directory, readable by its owner only)
-    on first use. Safe to share between threads; another process (``aiayn keys add``) may
-    write while a server reads. A file put in its place (removed and made again, or a backup
-    moved in) is opened anew at the next lookup, so that keys it no longer holds stop working
-    at once. ``timeout``: seconds a lookup waits for another process's lock."""
+    """The keys of one SQLite file, created (with its directory) on first use, made readable
+    by its owner only whenever it is opened (``private_database``). Safe to share between
+    threads; another process (``aiayn keys add``) may write while a server reads. A file put
+    in its place (removed and made again, or a backup moved in) is opened anew at the next
+    lookup, so that keys it no longer holds stop working at once. ``timeout``: seconds a
+    lookup waits for another process's lock."""
 
     def __init__(self, path: str | Path, create: bool = True, timeout: float = 10.0) -> None:
         self.path = Path(path)
@@ -115,10 +135,7 @@ class KeyStore:
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if create:
-            try:  # digests only, but a given key may be weak: not for other users to read
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                pass
+            private_database(self.path, create=True)
         self._lock = threading.Lock()
         try:
             self._db, self._file = self._open()
@@ -141,7 +158,9 @@ class KeyStore:
             )
 
     def _open(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
-        """A connection to the file now at ``path`` (never creating one), and which file."""
+        """A connection to the file now at ``path`` (never creating one), and which file; the
+        file (digests only, but a given key may be weak) made readable by its owner only."""
+        private_database(self.path)
         uri = f"{self.path.resolve().as_uri()}?mode=rw"
         db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=self.timeout)
         stat = os.stat(self.path)

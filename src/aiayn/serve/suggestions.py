@@ -1,7 +1,7 @@
 """Suggested translations (LibreTranslate's ``/suggest``), kept in SQLite for whoever improves
 the models: each the text, the suggestion, and the languages; at most ``max_rows`` of them,
 the oldest removed first (each row is bounded by the route: texts within ``--max-chars``,
-languages the server serves)."""
+languages the server serves); the file readable by its owner only (``private_database``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import threading
 import time
 from pathlib import Path
 
+from aiayn.serve.keys import private_database
+
 
 class SuggestionStore:
     def __init__(self, path: str | Path, max_rows: int = 10_000) -> None:
         self.path, self.max_rows = Path(path), max_rows
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(self.path, create=True)
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
             self._db.execute(

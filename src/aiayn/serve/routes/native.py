@@ -48,7 +48,7 @@ async def health(registry: Models):
     if registry.ready.is_set():
         return {"status": "ok"}  # LibreTranslate's answer; the models: /v1/models
     if registry.error:
-        return JSONResponse({"status": "failed", "error": registry.error}, 500)
+        return JSONResponse({"status": "failed", "error": registry.shown_error}, 500)
     return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "2"})
 
 
