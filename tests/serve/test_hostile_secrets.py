@@ -216,7 +216,7 @@ def test_a_storage_password_is_kept_out_of_the_log_while_serving(model_dirs, tmp
         access = AccessConfig(req_limit=3, shared_storage=url)
         with _translator(model_dirs, access=access) as c:
             wait_ready(c)
-            body = {"q": "Ja.", "target": "en"}
+            body = {"q": "Ja.", "source": "de", "target": "en"}
             assert c.post("/translate", json=body).status_code == 200  # counted with it
             proc.terminate()
             proc.wait(20)
