@@ -4,9 +4,11 @@ Before anything is written, every member is checked: its name must stay inside t
 (no ``..``, no absolute path or drive, no backslash or NUL), it must be a plain file or a
 folder (a symbolic link or a device is refused), no name may appear twice, none may be
 encrypted, and all must sit under one top folder whose name is plain (letters, digits,
-``.``, ``_``, ``-``). The members are then inflated in bounded chunks, counting the bytes
-that really come out: a member's declared size can lie, and ``ZipFile.extractall`` trusts
-it, so extraction stops at ``ArchiveLimits.max_bytes`` for the whole archive. Everything is
+``.``, ``_``, ``-``), and the sizes the members declare must stay within
+``ArchiveLimits.max_bytes``. The members are then inflated in bounded chunks, counting the
+bytes that really come out, and extraction stops at that limit whatever the headers say
+(``zipfile`` itself stops a member at its declared size and then fails its checksum; a
+member that declares more than it holds ends as truncated). Everything is
 written into a new temporary folder inside the destination, which the caller renames into
 place once it has checked what came out; on any failure the temporary folder is removed.
 Every refusal is a ``UserError`` naming the archive, the member and the problem.
@@ -72,7 +74,7 @@ def _kind(info: zipfile.ZipInfo) -> str | None:
         return None
     if stat.S_ISLNK(mode):
         return "a symbolic link"
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+    if stat.S_IFMT(mode) in (0, stat.S_IFREG, stat.S_IFDIR):  # 0: permissions alone
         return None
     return "not a plain file (a device, a pipe or a socket)"
 
