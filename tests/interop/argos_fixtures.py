@@ -29,10 +29,13 @@ import io
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from tests.interop.hf_fixtures import ding_lines, marian_model, sentencepiece_model
 
@@ -67,10 +70,13 @@ def metadata(source: str, target: str, **extra) -> dict:
 
 
 def pack(folder: Path, out: Path) -> Path:
-    """Zip ``folder`` (one top folder, its name kept) into the .argosmodel ``out``."""
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    """Zip ``folder`` (one top folder, its name kept) into the .argosmodel ``out`` (written
+    whole or not at all)."""
+    partial = out.with_suffix(".partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
         for path in sorted(folder.rglob("*")):
             z.write(path, path.relative_to(folder.parent).as_posix())
+    partial.rename(out)
     return out
 
 
@@ -245,8 +251,9 @@ def _json_to_txt(model_dir: Path) -> None:
 # -- packages --------------------------------------------------------------------------------
 
 
-def _folder(root: Path, source: str, target: str, **extra) -> Path:
-    folder = root / package_name(source, target)
+def _folder(work: Path, source: str, target: str, **extra) -> Path:
+    shutil.rmtree(work, ignore_errors=True)  # what a build that failed left
+    folder = work / package_name(source, target)
     folder.mkdir(parents=True)
     (folder / "metadata.json").write_text(json.dumps(metadata(source, target, **extra), indent=4))
     (folder / "README.md").write_text(
@@ -370,3 +377,45 @@ def argos_view(home: Path, packages: Path, install: list[Path] = ()) -> dict:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# -- pytest fixtures (tests/interop/conftest.py makes them available there; elsewhere, import
+# them into the test module); each package is built once a session, in one folder -----------
+
+
+def _built(tmp_path_factory, kind: str) -> Path:
+    for module in ("ctranslate2", "sentencepiece", "sacremoses", "subword_nmt"):
+        pytest.importorskip(module, reason=f"building an Argos package needs {module}")
+    if kind == "marian":
+        pytest.importorskip(
+            "transformers", reason="the Marian package is converted from transformers"
+        )
+    if kind == "prenorm":
+        pytest.importorskip("spacy", reason="the de -> en package carries a spaCy pipeline")
+    root = tmp_path_factory.getbasetemp() / "argos-packages"
+    root.mkdir(exist_ok=True)
+    return BUILDERS[kind](root)
+
+
+@pytest.fixture(scope="session")
+def prenorm_package(tmp_path_factory) -> Path:
+    """de -> en .argosmodel: OpenNMT-py layout (pre-norm), sentencepiece, spaCy splitter."""
+    return _built(tmp_path_factory, "prenorm")
+
+
+@pytest.fixture(scope="session")
+def marian_package(tmp_path_factory) -> Path:
+    """en -> fr .argosmodel: a Marian model converted by CTranslate2, sentencepiece."""
+    return _built(tmp_path_factory, "marian")
+
+
+@pytest.fixture(scope="session")
+def bpe_package(tmp_path_factory) -> Path:
+    """en -> es .argosmodel: OpenNMT-py layout, Moses + subword-nmt, .txt vocabularies."""
+    return _built(tmp_path_factory, "bpe")
+
+
+@pytest.fixture(scope="session")
+def argos_packages(prenorm_package, marian_package, bpe_package) -> dict[str, Path]:
+    """The three packages by kind ("prenorm", "marian", "bpe"): de -> en, en -> fr, en -> es."""
+    return {"prenorm": prenorm_package, "marian": marian_package, "bpe": bpe_package}
