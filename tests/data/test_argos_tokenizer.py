@@ -6,6 +6,7 @@ vocabularies, mapped onto aiayn's special ids; kept in a model directory and loa
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +20,7 @@ from aiayn.data.argos_tokenizer import (
 )
 from aiayn.data.tokenizer import BOS, EOS, MASK, PAD
 from aiayn.errors import UserError
-from aiayn.interop.argos_package import read_package
+from aiayn.interop.argos_package import package_tokenizer, read_package
 from aiayn.modeldir import check_vocabulary
 from aiayn.modeldir.tokenizer_files import load_tokenizer, tokenizer_paths, tokenizer_sha256
 from tests.interop.argos_fixtures import (  # noqa: F401 (fixtures)
@@ -178,7 +179,7 @@ def test_target_texts_are_cut_by_the_target_side(pairs, kind):
         ]
 
 
-def test_a_target_prefix_starts_the_output_and_is_dropped(packages):
+def test_a_target_prefix_starts_the_output_and_is_dropped(packages, tmp_path):
     package = packages["prenorm"]
     tokenizer = ours(package)
     prefix = next(t for t in tokenizer.targets if t.startswith("▁") and len(t) > 2)
@@ -198,6 +199,12 @@ def test_a_target_prefix_starts_the_output_and_is_dropped(packages):
     assert with_prefix.decode([[prefix_id, *ids]]) == tokenizer.decode([ids])
     assert with_prefix.decode([ids]) == tokenizer.decode([ids])  # not there: nothing dropped
     assert tokenizer.target_prefix_ids == []
+    copy = tmp_path / package.name
+    shutil.copytree(package.path, copy)
+    (copy / "metadata.json").write_text(json.dumps({**package.metadata, "target_prefix": "__xx__"}))
+    with pytest.raises(UserError, match="target prefix '__xx__' .* is not a token") as refused:
+        package_tokenizer(read_package(copy))
+    assert str(refused.value).startswith(str(copy / "sentencepiece.model"))
 
 
 def test_special_ids_follow_the_ct2_config(packages):

@@ -202,8 +202,16 @@ def marian_ct2_model(out: Path, work: Path, proto: bytes, source: str, target: s
     (hf / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "MarianTokenizer", "source_lang": source, "target_lang": target
     }))  # fmt: skip
-    marian_model(hf, len(pieces), d_model=16, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                 encoder_attention_heads=2, decoder_attention_heads=2)  # fmt: skip
+    marian_model(
+        hf,
+        len(pieces),
+        d_model=16,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        max_position_embeddings=256,
+    )  # fmt: skip  (Argos decodes up to 256 tokens)
     TransformersConverter(str(hf)).convert(str(out), quantization="int8", force=True)
     config = json.loads((out / "config.json").read_text())
     config["add_source_eos"] = True
@@ -345,7 +353,21 @@ languages = [
      "direct": sorted({t.to_lang.code for t in lang.translations_from if direct(t)})}
     for lang in translate.get_installed_languages()
 ]
-print(json.dumps({"packages": packages, "languages": languages}))
+class OneSentence:  # each text is one sentence: Argos's splitters would download a model
+    def split_sentences(self, text):
+        return [text]
+import ctranslate2
+translations = {}
+for key, texts in json.loads(sys.argv[2]).items():
+    source, target = key.split("-")
+    [pkg] = [p for p in package.get_installed_packages() if (p.from_code, p.to_code) == (source, target)]
+    translator = ctranslate2.Translator(str(pkg.package_path / "model"), device="cpu",
+                                        compute_type=sys.argv[3], intra_threads=1)
+    translations[key] = [
+        translate.apply_packaged_translation(pkg, t, translator, OneSentence(), 1)[0].value
+        for t in texts
+    ]
+print(json.dumps({"packages": packages, "languages": languages, "translations": translations}))
 """
 
 
@@ -363,13 +385,25 @@ def argos_env(home: Path, packages: Path) -> dict[str, str]:
     }
 
 
-def argos_view(home: Path, packages: Path, install: list[Path] = ()) -> dict:
+def argos_view(
+    home: Path,
+    packages: Path,
+    install: list[Path] = (),
+    translate: dict[str, list[str]] | None = None,
+    compute_type: str = "float32",
+) -> dict:
     """What Argos Translate sees in the packages directory ``packages`` after installing
     ``install`` with its own ``package.install_from_path``: each package's metadata, tokenizer
-    class and packaged splitter, and each language with the languages it reaches ("to",
-    pivots included) and those a package of its own reaches ("direct")."""
+    class and packaged splitter ("packages"), and each language with the languages it reaches
+    ("to", pivots included) and those a package of its own reaches ("direct").
+
+    ``translate``: texts by pair ("de-en"), each translated as one sentence by Argos
+    Translate's ``apply_packaged_translation`` (its tokenizer, beam 4, length penalty 0.2,
+    target prefix, replace_unknowns) over CTranslate2 in ``compute_type``; the texts come
+    back in "translations" by pair."""
+    argv = [json.dumps([str(p) for p in install]), json.dumps(translate or {}), compute_type]
     result = subprocess.run(
-        [sys.executable, "-c", ARGOS_VIEW, json.dumps([str(p) for p in install])],
+        [sys.executable, "-c", ARGOS_VIEW, *argv],
         env=argos_env(home, packages),
         capture_output=True,
         text=True,

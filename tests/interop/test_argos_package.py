@@ -13,10 +13,11 @@ from aiayn.errors import UserError
 from aiayn.interop.argos_package import (
     find_packages,
     opened_package,
+    package_tokenizer,
     packages_dir,
     read_package,
 )
-from tests.interop.argos_fixtures import PAIRS, argos_view, package_name
+from tests.interop.argos_fixtures import PAIRS, argos_view, ding_lines, package_name
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -36,7 +37,8 @@ def installed_by_argos(argos_packages, tmp_path_factory) -> tuple[Path, dict]:
     pytest.importorskip("argostranslate", reason="Argos Translate is the reference here")
     home = tmp_path_factory.mktemp("argos-home")
     packages = home / "packages"
-    view = argos_view(home, packages, list(argos_packages.values()))
+    texts = {f"{s}-{t}": ding_lines(s, 206)[200:] for s, t in PAIRS.values()}
+    view = argos_view(home, packages, list(argos_packages.values()), texts)
     return packages, view
 
 
@@ -75,6 +77,30 @@ def test_the_pairs_and_languages_are_argos_translates(installed_by_argos):
         reach = {c: r | {t for m in r for t in reach[m]} for c, r in reach.items()}
     assert reach == {lang["code"]: set(lang["to"]) - {lang["code"]} for lang in view["languages"]}
     assert {"en", "es", "fr"} <= reach["de"]
+
+
+def test_the_packages_translate_in_argos_translate_as_their_tokenizer_says(installed_by_argos):
+    """Each package, read here, translated by CTranslate2 from ArgosTokenizer's pieces with
+    Argos Translate's settings and read back by ArgosTokenizer, gives Argos Translate's text."""
+    import ctranslate2
+
+    packages, view = installed_by_argos
+    for package in find_packages(packages):
+        key = "-".join(package.pair)
+        texts = ding_lines(package.source, 206)[200:]
+        tokenizer = package_tokenizer(package)
+        translator = ctranslate2.Translator(
+            str(package.model_dir), device="cpu", compute_type="float32", intra_threads=1
+        )
+        results = translator.translate_batch(
+            [tokenizer.pieces(t) for t in texts],
+            beam_size=4,
+            length_penalty=0.2,
+            replace_unknowns=True,
+        )
+        ids = [tokenizer.encode_pieces(r.hypotheses[0], target=True) for r in results]
+        assert tokenizer.decode(ids) == view["translations"][key], key
+        assert any(view["translations"][key]), key  # the models say something
 
 
 def test_an_archive_extracts_to_what_argos_translate_installs(

@@ -301,7 +301,8 @@ class ArgosTokenizer:
         ):
             if vmap.their_size != len(vocab):
                 raise ValueError(
-                    f"the {side} vocabulary map is of {vmap.their_size} ids, the vocabulary of {len(vocab)}"
+                    f"the {side} vocabulary map is of {vmap.their_size} ids, the vocabulary "
+                    f"of {len(vocab)}"
                 )
         self.source_lang, self.target_lang = source_lang, target_lang
         self.target_prefix = target_prefix
@@ -313,6 +314,11 @@ class ArgosTokenizer:
         self._source_ids = {t: i for i, t in reversed(list(enumerate(self.source)))}
         self._target_ids = {t: i for i, t in reversed(list(enumerate(self.targets)))}
         self._their_unk = (self.source_map.specials[UNK], self.vocab_map.specials[UNK])
+        if target_prefix and target_prefix not in self._target_ids:
+            raise ValueError(
+                f"the target prefix {target_prefix!r} (metadata.json's target_prefix) is not a "
+                "token of the target vocabulary"
+            )
         self.target_prefix_ids = (
             self.encode_pieces([target_prefix], target=True) if target_prefix else []
         )
@@ -376,7 +382,8 @@ class ArgosTokenizer:
         kind = info.get("kind")
         if kind not in MODEL_FILES:
             raise UserError(
-                f"{directory / ARGOS_TOKENIZER_FILE}: kind {kind!r} is not one of {', '.join(MODEL_FILES)}"
+                f"{directory / ARGOS_TOKENIZER_FILE}: kind {kind!r} is not one of "
+                f"{', '.join(MODEL_FILES)}"
             )
         model_file = directory / MODEL_FILES[kind]
         if not model_file.is_file():

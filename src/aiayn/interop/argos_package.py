@@ -11,8 +11,9 @@ splitter (``minisbd/``, ``stanza/`` or ``spacy/``, chosen in that order, as Argo
 chooses; or none) and a README.
 
 ``read_package`` reads one (an archive or an installed folder) into an ``ArgosPackage``;
-``find_packages`` lists the packages installed in a packages directory, warning about and
-skipping a broken one. An archive is hostile until read (``aiayn.interop.archive``): it is
+``package_tokenizer`` gives its tokenizer (``aiayn.data.argos_tokenizer``); ``find_packages``
+lists the packages installed in a packages directory, warning about and skipping a broken
+one. An archive is hostile until read (``aiayn.interop.archive``): it is
 checked, extracted into a temporary folder, read, and only then renamed into place;
 nothing is left behind when it is refused.
 """
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from aiayn.data.argos_tokenizer import ArgosTokenizer
 from aiayn.errors import UserError
 from aiayn.interop.archive import ArchiveLimits, extracted
 
@@ -253,6 +255,24 @@ def _code(metadata: dict, key: str, where: str) -> str:
             '"de", or Argos\'s own, as "pb" or "zt")'
         )
     return value
+
+
+def package_tokenizer(
+    package: ArgosPackage, start_from_zero_embedding: bool = False
+) -> ArgosTokenizer:
+    """The package's tokenizer (``aiayn.data.argos_tokenizer.ArgosTokenizer``) over its
+    CTranslate2 model's vocabularies; ``start_from_zero_embedding``: the model starts its
+    decoder from a zero embedding (CTranslate2's Marian conversions), read from model.bin by
+    the caller."""
+    return ArgosTokenizer.from_files(
+        package.tokenizer,
+        package.tokenizer_model,
+        package.model_dir,
+        package.source,
+        package.target,
+        package.target_prefix,
+        start_from_zero_embedding,
+    )
 
 
 # -- installed packages ------------------------------------------------------------------------
