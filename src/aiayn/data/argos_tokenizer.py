@@ -147,9 +147,9 @@ def ct2_vocab_maps(
     unk_token, eos_token = _token(config, "unk_token"), _token(config, "eos_token")
     start_token = _token(config, "decoder_start_token")
 
-    def index(vocab: list[str], token: str, side: str, required: bool) -> int | None:
+    def index(vocab: list[str], token: str, side: str) -> int:
         found = _first_index(vocab, token)
-        if found is None and required:
+        if found is None:
             raise UserError(
                 f"the {side} vocabulary has no {token!r} (the model's config.json names it)"
             )
@@ -159,16 +159,16 @@ def ct2_vocab_maps(
         return next((i for t in PAD_TOKENS if (i := _first_index(vocab, t)) is not None), None)
 
     theirs = target if target is not None else source
-    eos = index(theirs, eos_token, "target", True)
-    start = index(theirs, start_token, "target", True)
-    copies = {}
+    eos = index(theirs, eos_token, "target")
+    start: int | None = index(theirs, start_token, "target")
+    copies: dict[int, int] = {}
     if start == eos:
         start = None
         if not start_from_zero_embedding:
             copies = {BOS: eos}
     target_map = VocabMap(
         len(theirs),
-        (pad_of(theirs), index(theirs, unk_token, "target", True), start, eos,
+        (pad_of(theirs), index(theirs, unk_token, "target"), start, eos,
          _first_index(theirs, "<mask>")),
         copies,
         backend="argos",
@@ -178,7 +178,7 @@ def ct2_vocab_maps(
     bos_token = _token(config, "bos_token")
     source_map = VocabMap(
         len(source),
-        (pad_of(source), index(source, unk_token, "source", True),
+        (pad_of(source), index(source, unk_token, "source"),
          _first_index(source, bos_token), _first_index(source, eos_token),
          _first_index(source, "<mask>")),
         backend="argos",
@@ -313,7 +313,10 @@ class ArgosTokenizer:
         )
         self._source_ids = {t: i for i, t in reversed(list(enumerate(self.source)))}
         self._target_ids = {t: i for i, t in reversed(list(enumerate(self.targets)))}
-        self._their_unk = (self.source_map.specials[UNK], self.vocab_map.specials[UNK])
+        unks = (self.source_map.specials[UNK], self.vocab_map.specials[UNK])
+        if unks[0] is None or unks[1] is None:
+            raise ValueError("a vocabulary map of an Argos tokenizer needs an unk token")
+        self._their_unk: tuple[int, int] = (unks[0], unks[1])
         if target_prefix and target_prefix not in self._target_ids:
             raise ValueError(
                 f"the target prefix {target_prefix!r} (metadata.json's target_prefix) is not a "
