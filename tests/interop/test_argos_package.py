@@ -181,6 +181,7 @@ def test_a_broken_package_is_reported_and_skipped(argos_packages, tmp_path):
     old.mkdir()
     (old / "metadata.json").write_text(json.dumps({"type": "sbd", "from_code": "xx"}))
     (packages / "stray.txt").write_text("not a package")
+    (packages / ".aiayn-extract-x1y2").mkdir()  # an extraction under way
     with pytest.warns(UserWarning, match="skipped") as warned:
         found = find_packages(packages)
     assert [p.pair for p in found] == [PAIRS["prenorm"]]

@@ -301,15 +301,16 @@ def find_packages(directory: Path | str | None = None) -> list[ArgosPackage]:
     """The translation packages installed in ``directory`` (default ``packages_dir()``), in
     the order of their folder names. A package that cannot be read is reported (a warning
     naming its folder and the problem) and skipped; a folder of another package type (a
-    sentence splitter of old Argos versions) is skipped quietly; a missing directory holds
-    no packages."""
+    sentence splitter of old Argos versions) and a hidden folder (an extraction under way)
+    are skipped quietly; a missing directory holds no packages."""
     directory = Path(directory) if directory is not None else packages_dir()
     if not directory.is_dir():
         if directory.exists():
             raise UserError(f"{directory}: not a folder (Argos Translate's packages directory)")
         return []
     found = []
-    for folder in sorted(p for p in directory.iterdir() if p.is_dir()):
+    folders = [p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    for folder in sorted(folders):  # hidden: an extraction under way, not a package
         try:
             found.append(_read_folder(folder))
         except NotATranslationPackage:
