@@ -105,7 +105,7 @@ def client(model_dirs):
     """The three models with the server's default settings, and /metrics on."""
     from aiayn.serve.access import AccessConfig
 
-    with make_client(model_dirs, access=AccessConfig(metrics=True)) as c:
+    with make_client(model_dirs, access=AccessConfig(metrics=True, metrics_open=True)) as c:
         wait_ready(c)
         yield c
 

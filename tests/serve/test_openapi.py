@@ -72,9 +72,15 @@ CASES = [
     ("/translate", {"q": "", "target": ""}),
     ("/translate", {"q": "Hallo", "target": "en"}),
     ("/translate", {"q": "Hallo", "source": "de", "target": "fr"}),  # not served
-    ("/translate", {"q": "Hallo", "target": "en", "format": "html"}),
-    ("/translate", {"q": "<p>Hallo</p>", "target": "en", "format": "html", "prefix": "The"}),
-    ("/translate", {"q": "<p>Hallo</p>", "target": "en", "format": "html", "alternatives": 1}),
+    ("/translate", {"q": "Hallo", "source": "de", "target": "en", "format": "html"}),
+    (
+        "/translate",
+        {"q": "<p>Hallo</p>", "source": "de", "target": "en", "format": "html", "prefix": "The"},
+    ),
+    (
+        "/translate",
+        {"q": "<p>Hallo</p>", "source": "de", "target": "en", "format": "html", "alternatives": 1},
+    ),
 ]
 
 

@@ -48,7 +48,11 @@ def create_app(
     access, frontend = access or AccessConfig(), frontend or FrontendConfig()
     gate = Gate(access, config)
     gate.check_storage()
-    suggestions = SuggestionStore(frontend.suggestions_db) if frontend.suggestions else None
+    suggestions = (
+        SuggestionStore(frontend.suggestions_db, frontend.suggestions_max_rows)
+        if frontend.suggestions
+        else None
+    )
     registry = Registry(specs, config)
     # the server's glossary, read once now: a bad file fails before any model loads
     glossary = Glossary.read(config.glossary) if config.glossary else None

@@ -145,9 +145,25 @@ class FrontendConfig:
     alternatives_limit: int = -1  # largest ``alternatives`` on /translate (-1: --max-beam's)
     suggestions: bool = False  # /suggest stores suggestions (403 without)
     suggestions_db: str = "aiayn-suggestions.db"
+    suggestions_max_rows: int = 10_000  # suggestions kept (the oldest are removed first)
     disable_web_ui: bool = False  # no page at /
     frontend_timeout: int = 500  # /frontend/settings' frontendTimeout (milliseconds)
+    # the languages /frontend/settings names for a page to start with: a code, or "auto"
+    # (where the server can take it) and "locale" (the browser's Accept-Language)
+    frontend_language_source: str = "auto"
+    frontend_language_target: str = "locale"
 
     def __post_init__(self) -> None:
         _check_int("alternatives_limit", self.alternatives_limit, -1)
         _check_int("frontend_timeout", self.frontend_timeout, 0)
+        _check_int("suggestions_max_rows", self.suggestions_max_rows, 1)
+        for name, word in (
+            ("frontend_language_source", "auto"),
+            ("frontend_language_target", "locale"),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not (
+                value == word or re.fullmatch(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*", value)
+            ):
+                raise ValueError(f"{name}: {value!r}; give a language code (de, pt-BR) or {word}")
+            object.__setattr__(self, name, value.lower())

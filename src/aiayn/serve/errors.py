@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from aiayn.errors import UserError
+from aiayn.serve.redact import query_items, without_paths
 
 log = logging.getLogger("aiayn.serve")
 
@@ -101,8 +101,8 @@ def handled(path: str, method: str, exc: Exception) -> JSONResponse | None:
     if isinstance(exc, RequestValidationError):
         status, message, param = validation_message(list(exc.errors()))
         return error_response(path, status, message, param)
-    if isinstance(exc, UserError):
-        return error_response(path, 422, str(exc))
+    if isinstance(exc, UserError):  # the library's words, which may name a file of the host
+        return error_response(path, 422, without_paths(str(exc)))
     if isinstance(exc, HTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
@@ -149,7 +149,7 @@ class InternalErrors:
             if started:
                 raise
             log.exception("internal error on %s %s", scope["method"], scope["path"])
-            message = f"internal error: {type(e).__name__}: {e}".strip()
+            message = without_paths(f"internal error: {type(e).__name__}: {e}".strip())
             response = error_response(scope["path"], 500, message)
             await response(scope, receive, send)
 
@@ -231,14 +231,27 @@ def query_fields(scope) -> list[tuple[str, str]]:
     """The fields of a request's query string on LibreTranslate's routes, which it reads as a
     form's (Flask's ``request.values``) unless the body is JSON: a form's fields, or those of a
     request without a body, may come there (``POST /translate?q=Hallo&source=de&target=en``).
-    A field the form also has is the form's."""
+    A field the form also has is the form's. Read by ``query_items`` (what the access log
+    redacts keys by); a field that is not UTF-8 once percent-decoded is a 400 naming it."""
     if scope["path"] not in LIBRETRANSLATE_PATHS or PARSED_JSON in scope:
         return []
     query = scope.get("query_string", b"").decode("latin-1")
     try:
-        return parse_qsl(query, keep_blank_values=True, errors="strict")
-    except ValueError:  # not UTF-8 once unquoted: no fields
-        return []
+        return [(name, value) for _, name, value in query_items(query)]
+    except UnicodeDecodeError:
+        pass
+    for sent, name, _ in query_items(query, errors="replace"):  # the first one at fault
+        try:
+            query_items(sent)
+        except UnicodeDecodeError:
+            what = "a field name is" if "\ufffd" in name else f"{name} is"
+            raise ServeError(
+                400,
+                f"Invalid request: {what} not valid UTF-8 (in the query string); "
+                "percent-encode its text's UTF-8 bytes",
+                name,
+            ) from None
+    return []
 
 
 def replaying(body: bytes, receive):

@@ -21,6 +21,12 @@ from aiayn.infer.classify import classifier_labels
 from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 
 
+def default_name(path: Path) -> str:
+    """The directory's name; a run's ``model/`` directory takes the run's name."""
+    path = path.resolve()
+    return path.parent.name if path.name == "model" else path.name
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
@@ -154,8 +160,10 @@ class ServedModel:
             "engines": self.engines,  # under --engine auto: greedy, beam search, the rest
             "device": str(self.api.device),
             "dtype": self.api.dtype,
-            "path": str(self.path),
-            "ensemble": [str(p) for p in (self.path, *self.members)] if self.members else None,
+            # the members' names, never the host's directories (this route takes no key)
+            "ensemble": [default_name(p) for p in (self.path, *self.members)]
+            if self.members
+            else None,
         }
 
     # --- run on the worker thread -------------------------------------------------------

@@ -61,7 +61,8 @@ STATUSES = {
     401: "/metrics without its bearer token (--metrics-auth-token)",
     403: "an API key that is not in the server's database; /suggest without --suggestions",
     429: "over a request limit (--req-limit, --hourly-req-limit, --daily-req-limit, or the API "
-    "key's): retry after Retry-After",
+    "key's), or too many wrong API keys from the client's address (--key-failures-limit): "
+    "retry after Retry-After",
     404: "no such model is served",
     413: "the body is over the server's --max-body-bytes",
     415: "the body is neither JSON nor (LibreTranslate's routes) a form",
@@ -167,7 +168,7 @@ def document(
     """Add the error answers, the limits, the models and the languages to ``schema``; the
     bearer-key security scheme only where ``access`` requires keys."""
     access, frontend = access or AccessConfig(), frontend or FrontendConfig()
-    if not access.api_keys:  # no key is asked for: no scheme (a client would send one)
+    if not access.checks_keys:  # no key is asked for: no scheme (a client would send one)
         schema.get("components", {}).pop("securitySchemes", None)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in (ErrorDetail, ErrorResponse, LibreTranslateError):
@@ -177,7 +178,7 @@ def document(
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             guarded = "security" in operation  # declares aiayn.serve.access.Guarded
-            if not access.api_keys:
+            if not access.checks_keys:
                 operation.pop("security", None)
             _document_errors(path, method, operation, guarded, access)
             for parameter in operation.get("parameters", []):
@@ -210,9 +211,9 @@ def _document_errors(
         statuses = POST_STATUSES
         if lt:  # LibreTranslate answers 400 where aiayn's routes answer 422
             statuses = tuple(s for s in statuses if s != 422)
-        if guarded and access.api_keys:
+        if guarded and access.checks_keys:
             statuses += (403,)
-        if guarded and (access.limited or access.api_keys):
+        if guarded and (access.limited or access.checks_keys):
             statuses += (429,)
         if path in ("/suggest", "/translate_file"):  # turned off (--suggestions, files)
             statuses += (403,)

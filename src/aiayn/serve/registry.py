@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Callable, Hashable
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -14,6 +16,7 @@ from aiayn.serve.batching import BatchQueue, Job, QueueClosed, QueueFull
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ModelSpec, ServedModel
+from aiayn.serve.redact import without_paths
 
 log = logging.getLogger("aiayn.serve")
 
@@ -86,7 +89,7 @@ class Registry:
         self.queues: dict[str, BatchQueue] = {}
         self.metrics = Metrics()
         self.ready = threading.Event()
-        self.error: str | None = None
+        self.error: str | None = None  # why the models failed to load, for the log
         self.on_error: Callable[[str], None] | None = None
         # run on each model once loaded: an error there fails the load (the server's
         # glossary checked for the model's languages)
@@ -153,10 +156,23 @@ class Registry:
         for queue in self.queues.values():
             queue.close(timeout=self.config.timeout)
 
+    @property
+    def shown_error(self) -> str | None:
+        """``error`` as clients read it (``/health``, which takes no key, and every route):
+        without the host's directories (``without_paths``), a model's directory as the
+        server was given it (relative too) written as its last part."""
+        if self.error is None:
+            return None
+        given = [(spec.path, *spec.members, spec.cache_dir) for spec in self.specs]
+        paths = {str(p) for group in given for p in group if p is not None}
+        # a bare name ("model") shows nothing of the host, and may be a word of the message
+        known = {p: Path(p).name for p in paths if os.sep in p.rstrip(os.sep)}
+        return without_paths(self.error, known)
+
     def require_ready(self) -> None:
         if not self.ready.is_set():
             if self.error:
-                raise ServeError(500, f"the models failed to load: {self.error}")
+                raise ServeError(500, f"the models failed to load: {self.shown_error}")
             raise ServeError(503, "the models are still loading", headers={"Retry-After": "2"})
 
     def get(self, name: str) -> ServedModel:

@@ -14,6 +14,7 @@ from aiayn import documents
 from aiayn.data.passages import Passages
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded, guard_request
+from aiayn.serve.config import FrontendConfig
 from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
 from aiayn.serve.inputs import (
     LANGUAGE_NAMES,
@@ -119,23 +120,23 @@ def pick_translator(registry: Registry, source: str, target: str) -> ServedModel
     return fits[0]
 
 
-def libretranslate_texts(value: str | list[str], caller: Caller) -> list[str]:
-    """The texts of ``q`` within the batch and character limits, refused in LibreTranslate's
-    words."""
+def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q") -> list[str]:
+    """The texts of ``field`` within the batch and character limits, refused in
+    LibreTranslate's words."""
     config = caller.config
     texts = [value] if isinstance(value, str) else list(value)
     if len(texts) > config.max_texts:
         raise ServeError(
             400,
             f"Invalid request: request ({len(texts)}) exceeds text limit ({config.max_texts})",
-            "q",
+            field,
         )
     for text in texts:
         if len(text) > config.max_chars:
             raise ServeError(
                 400,
                 f"Invalid request: request ({len(text)}) exceeds text limit ({config.max_chars})",
-                "q",
+                field,
             )
     return texts
 
@@ -277,36 +278,95 @@ def _unique(texts: list[str], translation: str) -> list[str]:
 @router.get("/frontend/settings")
 async def frontend_settings(request: Request, registry: Models):
     """LibreTranslate's settings for its web page: limits, whether keys and suggestions are
-    on, the file formats, the languages its page starts with."""
+    on, the file formats, the languages its page starts with (``frontend_languages``)."""
     gate, frontend = request.app.state.gate, request.app.state.frontend
-    served = translators(registry)
-    source, target = served[0].languages if served else ("auto", "auto")
+    source, target = frontend_languages(
+        translators(registry), frontend, request.headers.get("accept-language", "")
+    )
     formats = supported_file_formats(registry.config)
     return {
         "charLimit": registry.config.max_chars,
         "frontendTimeout": frontend.frontend_timeout,
-        "apiKeys": gate.access.api_keys,
-        "keyRequired": gate.access.api_keys,
+        "apiKeys": gate.keys is not None,  # a key may be given (a database is read)
+        "keyRequired": gate.access.checks_keys,
         "suggestions": frontend.suggestions,
         "filesTranslation": bool(formats),
         "supportedFilesFormat": formats,
         "language": {
-            "source": {"code": source, "name": _name(source)},
+            "source": {
+                "code": source,
+                "name": "Auto Detect" if source == "auto" else _name(source),
+            },
             "target": {"code": target, "name": _name(target)},
         },
     }
 
 
+def frontend_languages(
+    served: list[ServedModel], frontend: FrontendConfig, accept_language: str
+) -> tuple[str, str]:
+    """The (source, target) a page starts with, from ``--frontend-language-source`` and
+    ``-target``: a served code as given (with a source given, a target it translates into),
+    "locale" the browser's first language served (``accept_language``), "auto" where this
+    server can take it for that target (one source translates into it: this server
+    identifies no language); anything else the first translator's, as LibreTranslate falls
+    back to its first languages."""
+    if not served:
+        return "auto", "auto"
+    pairs = [m.languages for m in served]
+    source = frontend.frontend_language_source
+    fixed = source if any(s == source for s, _ in pairs) else None
+    targets = list(dict.fromkeys(t for s, t in pairs if fixed in (None, s)))
+    wanted = frontend.frontend_language_target
+    if wanted == "locale":
+        wanted = next((c for c in accepted_languages(accept_language, targets)), "")
+    target = wanted if wanted in targets else (targets[0] if fixed else pairs[0][1])
+    if fixed:
+        return fixed, target
+    sources = list(dict.fromkeys(s for s, t in pairs if t == target))
+    if source == "auto" and len(sources) == 1:
+        return "auto", target
+    return sources[0], target
+
+
+def accepted_languages(header: str, codes: list[str]) -> list[str]:
+    """The ``codes`` an Accept-Language ``header`` names, most wanted first (its q values;
+    "de-CH" names "de" too, after "de-ch" itself)."""
+    ranked = []
+    for i, part in enumerate(header.split(",")[:32]):  # a browser sends a few
+        tag, *params = (field.strip() for field in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if tag and q > 0:
+            ranked.append((-q, i, tag.lower()))
+    found = []
+    for _, _, tag in sorted(ranked):
+        for code in (tag, tag.split("-")[0]):
+            if code in codes and code not in found:
+                found.append(code)
+    return found
+
+
 @router.post("/suggest", openapi_extra=form_or_json(s.SuggestRequest))
-async def suggest(request: Request, caller: Guarded):
-    """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite), 403 without."""
+async def suggest(request: Request, registry: Models, caller: Guarded):
+    """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite, the newest
+    ``--suggestions-max-rows``), 403 without. ``q`` and ``s`` are texts within the limits of
+    ``/translate``'s; ``source`` and ``target`` a pair this server translates, refused in
+    ``/translate``'s words (``source`` 'auto' is stored as the language it stands for)."""
     store = request.app.state.suggestions
     if store is None:
         raise ServeError(403, "Suggestions are disabled on this server.")
     req = await libretranslate_body(request, s.SuggestRequest)
     for name in ("q", "s"):
-        texts_of(getattr(req, name), name, caller)
-    await run_in_threadpool(store.add, req.q, req.s, req.source, req.target)
+        libretranslate_texts(getattr(req, name), caller, name)
+    source = pick_translator(registry, req.source, req.target).languages[0]
+    await run_in_threadpool(store.add, req.q, req.s, source, req.target)
     return {"success": True}
 
 

@@ -48,7 +48,7 @@ async def health(registry: Models):
     if registry.ready.is_set():
         return {"status": "ok"}  # LibreTranslate's answer; the models: /v1/models
     if registry.error:
-        return JSONResponse({"status": "failed", "error": registry.error}, 500)
+        return JSONResponse({"status": "failed", "error": registry.shown_error}, 500)
     return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "2"})
 
 
@@ -57,8 +57,9 @@ metrics_router = APIRouter()  # with --metrics
 
 @metrics_router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request, registry: Models):
-    """Prometheus' text format; behind ``--metrics-auth-token`` when given."""
-    check_metrics_token(request, request.app.state.gate.access.metrics_auth_token)
+    """Prometheus' text format: to ``--metrics-auth-token``'s holder, or to anyone with
+    ``--metrics-open`` (401 otherwise)."""
+    check_metrics_token(request, request.app.state.gate.access)
     return Response(generate_latest(registry.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
