@@ -123,6 +123,8 @@ def spec_ct2(
     )
     bias = _rand(rng, len(target_vocab), scale=0.1)
     bias[target_vocab.index("</s>")] += 1.0  # some translations end before their limit
+    if "<blank>" in target_vocab:  # OpenNMT-py's padding: never a target, never produced
+        bias[target_vocab.index("<blank>")] = -10.0
     decoder.projection.bias = bias
     kv = D_MODEL // HEADS if (spec_options or {}).get("multi_query_attention") else D_MODEL
     _fill(spec, rng, kv, qkv_bias)

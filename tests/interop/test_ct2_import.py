@@ -19,7 +19,7 @@ from aiayn.errors import UserError
 from aiayn.infer.beam import beam_decode
 from aiayn.infer.greedy import greedy_decode
 from aiayn.infer.translate import source_ids
-from aiayn.interop.ctranslate2.importer import import_ctranslate2
+from aiayn.interop.ctranslate2.importer import import_argos_package, import_ctranslate2
 from aiayn.interop.ctranslate2.reader import read_model_bin, read_variables
 from aiayn.modeldir import load_model_and_tokenizer
 from tests.conftest import REPO_ROOT
@@ -34,8 +34,8 @@ QUANTIZATIONS = [None, "float16", "int8"]
 OFFSET = 8  # tokens past the source's length a translation may run to
 
 
-def sentences(n: int) -> list[str]:
-    lines = gzip.decompress((REPO_ROOT / "data/ding-de-en/test.de.gz").read_bytes())
+def sentences(n: int, lang: str = "de") -> list[str]:
+    lines = gzip.decompress((REPO_ROOT / f"data/ding-de-en/test.{lang}.gz").read_bytes())
     return [line for line in lines.decode().splitlines() if line.strip()][:n]
 
 
@@ -239,7 +239,7 @@ def test_log_probabilities_equal_ctranslate2s_scores(marian, onmt, variants, nam
     case = _all(marian, onmt, variants)[name]
     texts = sentences(6)
     g = torch.Generator().manual_seed(0)
-    pieces_of = {i: p for p, i in case.tokenizer.vocab.items()}
+    pieces_of = dict(enumerate(case.tokenizer.targets))
     # random ids of the target's tokens (the others have a -inf logit: never produced)
     producible = torch.isfinite(case.model.unembed.bias).nonzero()[:, 0]
     targets_ours = [
@@ -279,13 +279,24 @@ def test_layouts_become_config_fields(marian, onmt, variants):
     )  # fmt: skip
 
 
-def test_separate_vocabularies_read_a_source_piece_by_the_source_vocabulary(variants):
-    tok = variants["separate"].tokenizer
-    only_target = [p for p in tok.vocab if p not in tok.source_vocab]
-    assert only_target
-    their = tok.vocab_map.to_theirs(tok.encode([only_target[0].replace("\u2581", " ")])[0])
-    pieces_of = {i: p for p, i in tok.vocab.items()}
-    assert all(pieces_of[i] in tok.source_vocab for i in their)
+def test_separate_vocabularies_are_two_tables(variants):
+    case = variants["separate"]
+    config, tok = case.model.config, case.tokenizer
+    assert tok.target is not None
+    assert (config.src_vocab_size, config.tgt_vocab_size) == (
+        tok.source_map.size, tok.vocab_map.size,
+    )  # fmt: skip
+    assert config.src_vocab_size != config.tgt_vocab_size
+    # a piece the source vocabulary lacks (left out of it) reads as unk, as in CTranslate2
+    texts = sentences(200)
+    for pieces, ids in zip(case.pieces(texts), case.sources(texts), strict=True):
+        missing = [i for i, p in enumerate(pieces) if p not in tok.source]
+        if missing:
+            assert [ids[i] for i in missing] == [1] * len(missing)  # aiayn's unk
+            assert all(ids[i] != 1 for i in range(len(pieces)) if i not in missing)
+            break
+    else:
+        pytest.fail("no test sentence holds a piece the source vocabulary lacks")
 
 
 def test_int8_copy_of_an_import_loads_and_translates(onmt):
@@ -307,6 +318,39 @@ def test_run_json_keeps_the_metadata(tmp_path, onmt):
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["data"] == {"task": "translation", "src_lang": "de", "tgt_lang": "en"}
     assert run["metadata"] == metadata and run["imported"] == summary
+
+
+# -- Argos Translate packages ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["prenorm", "marian", "bpe"])
+def test_argos_packages_decode_as_their_ctranslate2_models(argos_packages, tmp_path, kind):
+    """The three packages of argos_fixtures (OpenNMT-py's converter; transformers' Marian with
+    add_source_eos; Moses + BPE with separate .txt vocabularies), imported whole: greedy
+    tokens of aiayn's model equal CTranslate2's on the package's own model."""
+    import json
+
+    from aiayn.interop.argos_package import opened_package
+
+    summary = import_argos_package(argos_packages[kind], tmp_path / "ours")
+    model, tok = load_model_and_tokenizer(tmp_path / "ours")
+    texts = sentences(16, "de" if kind == "prenorm" else "en")
+    ids, _ = source_ids(model, tok, texts)
+    with torch.no_grad():
+        ours = greedy_decode(model, _padded(ids), max_len_offset=OFFSET).tolist()
+    with opened_package(argos_packages[kind]) as package:
+        translator = ctranslate2.Translator(str(package.model_dir), compute_type="float32")
+        pair = package.pair
+        for text, source, out in zip(texts, ids, ours, strict=True):
+            result = translator.translate_batch(
+                [tok.pieces(text)], beam_size=1, min_decoding_length=0, max_input_length=0,
+                max_decoding_length=len(source) + OFFSET,
+            )[0]  # fmt: skip
+            assert tok.target_pieces(out) == result.hypotheses[0], text
+    run = json.loads((tmp_path / "ours" / "run.json").read_text())
+    assert (run["data"]["src_lang"], run["data"]["tgt_lang"]) == pair
+    assert summary["source"] == str(argos_packages[kind])
+    assert summary["vocabularies"] == ("separate" if kind == "bpe" else "shared")
 
 
 # -- refusals ------------------------------------------------------------------------------------

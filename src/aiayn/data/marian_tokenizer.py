@@ -4,11 +4,6 @@ The ids are ``vocab.json``'s (piece -> id), not the sentencepiece models' own; a
 missing from it is unk. Sources are cut by ``source.spm``, targets by ``target.spm``, and
 output ids are read back through ``target.spm`` (special tokens dropped), as Hugging Face's
 MarianTokenizer does. ``vocab_map.json`` maps the ids onto aiayn's special-id layout.
-
-A model whose source and target vocabularies differ (a CTranslate2 model with
-``source_vocabulary`` and ``target_vocabulary``) has one id space for both (``vocab.json``,
-the target's pieces first) and ``source_vocab.json``, the pieces a source may hold: a source
-piece outside it is unk, even where the target has it.
 """
 
 from __future__ import annotations
@@ -23,7 +18,6 @@ from aiayn.data.vocab_map import VocabMap
 from aiayn.fileio import atomic_write, write_json
 
 SOURCE_SPM, TARGET_SPM, VOCAB_JSON = "source.spm", "target.spm", "vocab.json"
-SOURCE_VOCAB_JSON = "source_vocab.json"  # only where the source's pieces differ
 
 
 def _processor(proto: bytes, where: str) -> spm.SentencePieceProcessor:
@@ -35,42 +29,25 @@ def _processor(proto: bytes, where: str) -> spm.SentencePieceProcessor:
     return sp
 
 
-def _read_vocab(path: Path) -> dict[str, int]:
-    try:
-        vocab = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(vocab, dict):
-        raise ValueError(f"{path}: a vocabulary is a JSON object of piece -> id")
-    return vocab
-
-
 class MarianTokenizer:
     """Marian's pair of sentencepiece models and its vocabulary, with aiayn's special ids."""
 
     pad_id, unk_id, bos_id, eos_id, mask_id = PAD, UNK, BOS, EOS, MASK
 
     def __init__(
-        self,
-        source: bytes,
-        target: bytes,
-        vocab: dict[str, int],
-        vocab_map: VocabMap,
-        source_vocab: dict[str, int] | None = None,
+        self, source: bytes, target: bytes, vocab: dict[str, int], vocab_map: VocabMap
     ) -> None:
         self.source_proto, self.target_proto = source, target
         self.source, self.target = _processor(source, SOURCE_SPM), _processor(target, TARGET_SPM)
         self.vocab = dict(vocab)
-        self.source_vocab = None if source_vocab is None else dict(source_vocab)
         self.pieces_of = {i: p for p, i in self.vocab.items()}
         self.vocab_map = vocab_map
-        for name, table in ((VOCAB_JSON, self.vocab), (SOURCE_VOCAB_JSON, self.source_vocab)):
-            too_big = [p for p, i in (table or {}).items() if not 0 <= i < vocab_map.their_size]
-            if too_big:
-                raise ValueError(
-                    f"{name}: ids of {too_big[:3]} are outside the model's "
-                    f"{vocab_map.their_size} ids"
-                )
+        too_big = [p for p, i in self.vocab.items() if not 0 <= i < vocab_map.their_size]
+        if too_big:
+            raise ValueError(
+                f"{VOCAB_JSON}: ids of {too_big[:3]} are outside the model's "
+                f"{vocab_map.their_size} ids"
+            )
         unk = vocab_map.specials[UNK]
         if unk is None:
             raise ValueError("a Marian vocabulary needs an unk token")
@@ -86,17 +63,13 @@ class MarianTokenizer:
                 raise FileNotFoundError(
                     f"{path}: missing (a Marian tokenizer has {', '.join(p.name for p in paths)})"
                 )
-        vocab = _read_vocab(paths[2])
-        source_vocab = None
-        if (directory / SOURCE_VOCAB_JSON).is_file():
-            source_vocab = _read_vocab(directory / SOURCE_VOCAB_JSON)
+        try:
+            vocab = json.loads(paths[2].read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{paths[2]}: not valid JSON ({e})") from None
         try:
             return cls(
-                paths[0].read_bytes(),
-                paths[1].read_bytes(),
-                vocab,
-                VocabMap.load(directory),
-                source_vocab,
+                paths[0].read_bytes(), paths[1].read_bytes(), vocab, VocabMap.load(directory)
             )
         except ValueError as e:
             raise ValueError(f"{directory}: {e}") from None
@@ -107,36 +80,31 @@ class MarianTokenizer:
         atomic_write(directory / SOURCE_SPM, lambda p: p.write_bytes(self.source_proto))
         atomic_write(directory / TARGET_SPM, lambda p: p.write_bytes(self.target_proto))
         write_json(directory / VOCAB_JSON, self.vocab)
-        if self.source_vocab is not None:
-            write_json(directory / SOURCE_VOCAB_JSON, self.source_vocab)
         self.vocab_map.save(directory)
 
     @property
     def vocab_size(self) -> int:
         return self.vocab_map.size
 
-    def _ids(
-        self, sp: spm.SentencePieceProcessor, texts: list[str], vocab: dict[str, int]
-    ) -> list[list[int]]:
+    def _ids(self, sp: spm.SentencePieceProcessor, texts: list[str]) -> list[list[int]]:
         out = []
         for text in texts:
             code = []  # a leading language code such as >>fra<< is one token
             if text.startswith(">>") and (end := text.find("<<")) != -1:
                 code, text = [text[: end + 2]], text[end + 2 :]
             pieces = code + sp.encode(text, out_type=str)
-            theirs = [vocab.get(p, self.their_unk) for p in pieces]
+            theirs = [self.vocab.get(p, self.their_unk) for p in pieces]
             out.append(self.vocab_map.to_ours(theirs))
         return out
 
     def encode(self, texts: list[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
         """Token ids of source texts (``source.spm``), optionally framed by bos / eos."""
         head, tail = [BOS] if bos else [], [EOS] if eos else []
-        vocab = self.vocab if self.source_vocab is None else self.source_vocab
-        return [head + x + tail for x in self._ids(self.source, list(texts), vocab)]
+        return [head + x + tail for x in self._ids(self.source, list(texts))]
 
     def encode_target(self, texts: list[str]) -> list[list[int]]:
         """Token ids of target texts (``target.spm``)."""
-        return self._ids(self.target, list(texts), self.vocab)
+        return self._ids(self.target, list(texts))
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Target texts from ids; stops at the first eos and drops special tokens."""

@@ -294,6 +294,4 @@ class CharTokenizer:
 
 
 VOCAB_MAP_FILE = "vocab_map.json"  # an imported tokenizer's ids (aiayn.data.vocab_map)
-IMPORTED_TOKENIZER_FILES = (
-    "tokenizer.json", "source.spm", "target.spm", "vocab.json", "source_vocab.json",
-)  # fmt: skip
+IMPORTED_TOKENIZER_FILES = ("tokenizer.json", "source.spm", "target.spm", "vocab.json")

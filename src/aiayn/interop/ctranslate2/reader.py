@@ -14,8 +14,9 @@ module mirrors that reader:
   revisions moved where the current ones are, float16 / bfloat16 widened and int8 / int16
   weights dequantized as CTranslate2 does it (``weight * (1 / scale)``, one scale a row),
   plus the scalar flags (``pre_norm``, ``num_heads``, ``activation``...).
-* ``read_vocabulary`` and ``read_model_config``: the token lists (``.json`` or ``.txt``) and
-  the special tokens (``config.json`` from binary version 6, variables before).
+* ``read_model_config``: the special tokens and the source framing (``config.json`` from
+  binary version 6, variables before). The vocabularies are read by
+  ``aiayn.data.argos_tokenizer.read_ct2_vocabularies``.
 
 Nothing here imports CTranslate2: a model is read without it.
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from aiayn.errors import UserError, decode_utf8
+from aiayn.errors import UserError
 from aiayn.fileio import read_json
 
 MODEL_BIN, CONFIG_JSON = "model.bin", "config.json"
@@ -255,33 +256,7 @@ def read_variables(model: ModelBin | Path) -> Variables:
     return Variables(model, weights, flags, strings, kinds)
 
 
-# -- vocabularies and special tokens ------------------------------------------------------------
-
-
-def read_vocabulary(directory: Path, name: str) -> tuple[list[str], Path] | None:
-    """The tokens of ``{name}.json`` (a JSON list) or ``{name}.txt`` (one a line; a carriage
-    return ending every line is dropped), as CTranslate2 reads them; None when neither is
-    there."""
-    directory = Path(directory)
-    path = directory / f"{name}.json"
-    if path.is_file():
-        tokens = read_json(path, "CTranslate2 vocabulary")
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise UserError(f"{path}: a CTranslate2 vocabulary is a JSON list of strings")
-        return tokens, path
-    path = directory / f"{name}.txt"
-    if not path.is_file():
-        return None
-    try:
-        text = decode_utf8(path.read_bytes(), path)
-    except OSError as e:
-        raise UserError(f"{path}: cannot read the vocabulary ({e.strerror or e})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":  # the newline that ends the last line
-        lines.pop()
-    if lines and all(line.endswith("\r") for line in lines):
-        lines = [line[:-1] for line in lines]
-    return lines, path
+# -- special tokens ------------------------------------------------------------
 
 
 @dataclass(frozen=True)

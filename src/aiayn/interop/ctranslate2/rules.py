@@ -111,7 +111,7 @@ def _ffn(ours: str, theirs: str, stack: str) -> list[Rule]:
 def rules(tie: str, norm_first: bool, positions: bool) -> list[Rule]:
     """Their variable -> our parameter for an encoder-decoder tied as ``tie`` (aiayn's
     ``tie_embeddings``), pre-norm or not, with position tables (``positions``) or not."""
-    table = [rule("src_embed.token.weight", "encoder/embeddings_0/weight", "vd")]
+    table = [rule("src_embed.token.weight", "encoder/embeddings_0/weight", "sd")]
     if tie != "all":
         table.append(rule("tgt_embed.token.weight", "decoder/embeddings/weight", "vd"))
     if tie == "none":
