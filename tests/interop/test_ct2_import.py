@@ -133,10 +133,25 @@ def variants(tmp_path_factory) -> dict:
     return cases
 
 
-def _all(marian, onmt, variants) -> dict[str, Case]:
+# Models serialised by older CTranslate2 releases (scripts/old_ctranslate2_models.py): binary
+# version 5 (2.24.0: special tokens as variables, sources ending in eos, .txt vocabularies)
+# and 4 (1.20.1: TransformerSpec revision 3, one num_heads, encoder/embeddings unnumbered)
+OLD = {"v5": "ctranslate2-2.24.0", "v4": "ctranslate2-1.20.1"}
+
+
+@pytest.fixture(scope="session")
+def old(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("ct2-old")
+    spm = _write_spm(root / "spm", [fx.shared_spm()])
+    data = Path(__file__).parent / "data"
+    return {name: _imported(root / name, data / folder, spm) for name, folder in OLD.items()}
+
+
+def _all(marian, onmt, variants, old) -> dict[str, Case]:
     out = {f"marian-{q}": c for q, c in marian.items()}
     out.update({f"onmt-{q}": c for q, c in onmt.items()})
     out.update(variants)
+    out.update(old)
     return out
 
 
@@ -216,27 +231,37 @@ def test_prenorm_greedy_equals_ctranslate2(onmt, q):
     assert [o for o, _ in pairs] == [t for _, t in pairs]
 
 
+@pytest.mark.parametrize("name", sorted(OLD))
+def test_older_binary_versions_greedy_equals_ctranslate2(old, name):
+    case = old[name]
+    header = read_model_bin(case.ct2 / "model.bin")
+    assert (header.binary_version, header.revision) == {"v5": (5, 4), "v4": (4, 3)}[name]
+    assert case.model.config.source_eos == (name == "v5")  # with_source_eos, a variable
+    pairs = greedy_agreement(case, sentences(24))
+    assert [o for o, _ in pairs] == [t for _, t in pairs]
+
+
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_variant_greedy_equals_ctranslate2(variants, name):
     pairs = greedy_agreement(variants[name], sentences(24))
     assert [o for o, _ in pairs] == [t for _, t in pairs]
 
 
-def test_beam_search_equals_ctranslate2(marian, onmt, variants):
-    for name, case in _all(marian, onmt, variants).items():
+def test_beam_search_equals_ctranslate2(marian, onmt, variants, old):
+    for name, case in _all(marian, onmt, variants, old).items():
         same = beam_agreement(case, sentences(6))
         assert all(same), f"{name}: {same}"
 
 
 CASES = [f"marian-{q}" for q in QUANTIZATIONS] + [f"onmt-{q}" for q in QUANTIZATIONS]
-CASES += sorted(VARIANTS)
+CASES += sorted(VARIANTS) + sorted(OLD)
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_log_probabilities_equal_ctranslate2s_scores(marian, onmt, variants, name):
+def test_log_probabilities_equal_ctranslate2s_scores(marian, onmt, variants, old, name):
     """Teacher-forced log-probabilities of random targets (every position read, whatever the
     model would choose) equal those of CTranslate2's score_batch."""
-    case = _all(marian, onmt, variants)[name]
+    case = _all(marian, onmt, variants, old)[name]
     texts = sentences(6)
     g = torch.Generator().manual_seed(0)
     pieces_of = dict(enumerate(case.tokenizer.targets))
@@ -353,6 +378,18 @@ def test_argos_packages_decode_as_their_ctranslate2_models(argos_packages, tmp_p
     assert summary["vocabularies"] == ("separate" if kind == "bpe" else "shared")
 
 
+def test_a_txt_vocabulary_with_crlf_lines_reads_as_ctranslate2_reads_it(old, tmp_path):
+    """CTranslate2 drops a carriage return that ends every line of a .txt vocabulary."""
+    crlf = tmp_path / "crlf"
+    shutil.copytree(old["v5"].ct2, crlf)
+    vocab = crlf / "shared_vocabulary.txt"
+    vocab.write_bytes(vocab.read_bytes().replace(b"\n", b"\r\n"))
+    case = _imported(tmp_path, crlf, old["v5"].spm)
+    assert case.tokenizer.source == old["v5"].tokenizer.source
+    pairs = greedy_agreement(case, sentences(8))
+    assert [o for o, _ in pairs] == [t for _, t in pairs]
+
+
 # -- refusals ------------------------------------------------------------------------------------
 
 
@@ -403,3 +440,54 @@ def test_another_activation_and_a_decoder_only_model_are_refused(tmp_path, onmt)
     _refused(tmp_path, ct2, onmt[None].spm[0], "encoder/activation", "Sigmoid")
     lm = fx.decoder_only_ct2(tmp_path / "lm", vocab)
     _refused(tmp_path, lm, onmt[None].spm[0], "TransformerDecoderSpec", "decoder-only")
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_aiayn_import_reads_a_ctranslate2_model_and_an_argos_package(
+    marian, argos_packages, tmp_path, capsys
+):
+    import json
+
+    import aiayn
+    from aiayn.cli import main
+
+    case = marian["int8"]
+    out = tmp_path / "marian"
+    args = ["import", str(case.ct2), "--out", str(out), "--tokenizer", *map(str, case.spm)]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "ctranslate2"
+    translator = aiayn.load(out, engine="torch")
+    for text in sentences(4):
+        limit = len(case.sources([text])[0]) + OFFSET
+        pieces = case.translator.translate_batch(
+            case.pieces([text]), beam_size=1, min_decoding_length=0, max_input_length=0,
+            max_decoding_length=limit,
+        )[0].hypotheses[0]  # fmt: skip
+        ids = case.tokenizer.encode_pieces(pieces, target=True)
+        got = translator.translate([text], max_len_offset=OFFSET)[0].text
+        assert got == case.tokenizer.decode([ids])[0]
+    assert main(["import", str(argos_packages["marian"]), "--out", str(tmp_path / "a")]) == 0
+    assert aiayn.load(tmp_path / "a", engine="torch").languages == ("en", "fr")
+
+
+def test_aiayn_import_refuses_with_the_file_named(onmt, tmp_path, capsys):
+    from aiayn.cli import main
+
+    broken = tmp_path / "broken"
+    shutil.copytree(onmt[None].ct2, broken)
+    (broken / "model.bin").write_bytes((onmt[None].ct2 / "model.bin").read_bytes()[:1000])
+    out = tmp_path / "out"
+    assert (
+        main(["import", str(broken), "--out", str(out), "--tokenizer", str(onmt[None].spm[0])]) == 2
+    )
+    err = capsys.readouterr().err
+    assert str(broken / "model.bin") in err and "truncated" in err
+    assert main(["import", str(broken), "--out", str(out)]) == 2  # no tokenizer beside it
+    assert "--tokenizer" in capsys.readouterr().err
+    hf = onmt[None].ct2  # a CTranslate2 model given three tokenizers
+    spm = str(onmt[None].spm[0])
+    assert main(["import", str(hf), "--out", str(out), "--tokenizer", spm, spm, spm]) == 2
+    assert "one sentencepiece model, or a source and a target one" in capsys.readouterr().err
+    assert not out.exists()

@@ -272,6 +272,9 @@ def _sentencepiece_files(ct2_dir: Path, tokenizer) -> list[Path]:
             f"--tokenizer takes one sentencepiece model, or a source and a target one; got "
             f"{len(paths)}"
         )
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"{path}: no such file (the tokenizer's sentencepiece model)")
     return paths
 
 
@@ -296,7 +299,7 @@ def _tokenizer(
             )
         return tokenizer
     paths = _sentencepiece_files(ct2_dir, tokenizer)
-    protos = []
+    protos: list[bytes] = []
     for path in paths:
         try:
             protos.append(path.read_bytes())
@@ -351,9 +354,13 @@ def import_ctranslate2(
     in imported.json).
     """
     ct2_dir = Path(ct2_dir)
+    model_bin_path(ct2_dir)
+    given = tokenizer  # the sentencepiece files are found before model.bin is read
+    if not isinstance(tokenizer, ArgosTokenizer):
+        given = _sentencepiece_files(ct2_dir, tokenizer)
 
     def make(special: SpecialTokens, zero_start: bool) -> ArgosTokenizer:
-        return _tokenizer(ct2_dir, tokenizer, special, zero_start, metadata)
+        return _tokenizer(ct2_dir, given, special, zero_start, metadata)
 
     return _import(ct2_dir, Path(out), make, metadata, force, [ct2_dir], str(ct2_dir))
 

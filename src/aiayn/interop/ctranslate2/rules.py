@@ -73,11 +73,13 @@ KNOWN_FLAGS = {
     "encoder/multi_query_attention",
     "num_heads", "pre_norm", "activation", "embeddings_merge", "alignment_layer",
     "alignment_heads", "with_source_bos", "with_source_eos", "with_target_bos",
-    "user_decoder_start_tokens",
+    "user_decoder_start_tokens", "with_relative_position", "layernorm_embedding",
 }  # fmt: skip
 OFF_FLAGS = {  # known flags that must be off
     "decoder/alibi": "ALiBi attention biases",
     "encoder/multi_query_attention": "multi-query attention",
+    "with_relative_position": "relative position representations",  # revisions 2-4
+    "layernorm_embedding": "LayerNorms over the embeddings",  # revision 4
 }
 
 
