@@ -281,6 +281,32 @@ def test_log_probabilities_equal_ctranslate2s_scores(marian, onmt, variants, old
         assert_close_to_scale(ours, torch.tensor(result.log_probs, dtype=torch.float64), rel=1e-4)
 
 
+def _fitting(case: Case, texts: list[str]) -> list[str]:
+    """The texts whose source and translation fit CTranslate2's position table."""
+    rows = case.model.config.max_len
+    return [t for t, s in zip(texts, case.sources(texts), strict=True) if len(s) + OFFSET < rows]
+
+
+@pytest.mark.slow
+def test_the_bar_on_200_sentences(marian, onmt, variants, old):
+    """Every model above on 200 test sentences: greedy equal on all, beam 4's best on 99%."""
+    report = []
+    for name, case in _all(marian, onmt, variants, old).items():
+        texts = _fitting(case, sentences(200))
+        pairs = greedy_agreement(case, texts)
+        greedy = sum(o == t for o, t in pairs)
+        beam = sum(beam_agreement(case, texts))
+        ended = sum(t[-1:] == ["</s>"] for _, t in pairs)
+        distinct = sum(len(set(t)) for _, t in pairs) / len(pairs)
+        report.append(
+            f"{name}: {len(texts)} sentences, greedy {greedy}, beam 4 {beam} (greedy outputs: "
+            f"{ended} ended before their limit, {distinct:.1f} distinct tokens each)"
+        )
+        assert greedy == len(texts), report[-1]
+        assert beam >= 0.99 * len(texts), report[-1]
+    print("\n".join(report))
+
+
 # -- what the import holds ----------------------------------------------------------------------
 
 
