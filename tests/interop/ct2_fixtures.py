@@ -101,7 +101,8 @@ def spec_ct2(
     converter does). ``positions``: "stored" (the sinusoid, computed in float64 and stored
     float32), "float32" (computed in float32, as OpenNMT-py computes it: not quite the
     sinusoid) or "computed" (none stored: CTranslate2 computes its own). ``tie``: "all",
-    "decoder" or "none" as aiayn names them. Attention layers without biases (OpenNMT-py's
+    "decoder" or "none" as aiayn names them, or "inputs" (the encoder's and the decoder's
+    embeddings one tensor, the output another: OpenNMT-py's share_embeddings alone). Attention layers without biases (OpenNMT-py's
     default) unless ``qkv_bias``. ``spec_options``: more of ``TransformerSpec.from_config``'s
     options; ``config``: config.json's settings (add_source_eos...)."""
     from ctranslate2.specs import transformer_spec
@@ -120,11 +121,13 @@ def spec_ct2(
     encoder.embeddings[0].weight = source_embedding
     decoder.embeddings.weight = (
         source_embedding
-        if tie == "all" and target_vocab == source_vocab
+        if tie in ("all", "inputs") and target_vocab == source_vocab
         else _rand(rng, len(target_vocab), D_MODEL, scale=e)
     )
     decoder.projection.weight = (
-        decoder.embeddings.weight if tie != "none" else _rand(rng, len(target_vocab), D_MODEL)
+        decoder.embeddings.weight
+        if tie in ("all", "decoder")
+        else _rand(rng, len(target_vocab), D_MODEL)
     )
     bias = _rand(rng, len(target_vocab), scale=0.1)
     bias[target_vocab.index("</s>")] += 1.0  # some translations end before their limit
