@@ -79,14 +79,17 @@ class _Stream:
         self.f, self.path = f, path
         self.size = os.fstat(f.fileno()).st_size
 
-    def bytes(self, n: int, what: str) -> bytes:
+    def bytes(self, n: int, what: str) -> bytearray:
         at = self.f.tell()
         if n > self.size - at:
             raise UserError(
                 f"{self.path}: truncated: {what} needs {n} bytes at byte {at}, but the file "
                 f"ends at byte {self.size}"
             )
-        return self.f.read(n)
+        data = bytearray(n)  # read into place: a tensor takes it without a copy
+        if self.f.readinto(data) != n:
+            raise UserError(f"{self.path}: truncated while reading {what} at byte {at}")
+        return data
 
     def unpack(self, fmt: str, what: str):
         values = struct.unpack("<" + fmt, self.bytes(struct.calcsize("<" + fmt), what))
@@ -100,7 +103,9 @@ class _Stream:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise UserError(f"{self.path}: {what} is not UTF-8 text: {data[:40]!r}") from None
+            raise UserError(
+                f"{self.path}: {what} is not UTF-8 text: {bytes(data[:40])!r}"
+            ) from None
 
 
 def _variable(s: _Stream, version: int, index: int) -> tuple[str, Tensor]:
@@ -129,7 +134,7 @@ def _variable(s: _Stream, version: int, index: int) -> tuple[str, Tensor]:
     data = s.bytes(size, f"the values of {name!r}")
     if not numel:
         return name, torch.empty(shape, dtype=dtype)
-    return name, torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    return name, torch.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def read_model_bin(path: Path) -> ModelBin:
