@@ -323,9 +323,11 @@ def test_the_shipped_model_through_ctranslate2_and_back(shipped_copy, tmp_path, 
     export_ctranslate2(shipped_copy, ct2, q)
     case = _imported(tmp_path, ct2, [ct2 / "sentencepiece.model"])
     texts = sentences(200)
-    pairs = greedy_agreement(case, texts)
-    assert sum(o == t for o, t in pairs) == len(texts)
-    assert sum(beam_agreement(case, texts)) >= 0.99 * len(texts)
+    greedy = sum(o == t for o, t in greedy_agreement(case, texts))
+    beam = sum(beam_agreement(case, texts))
+    print(f"shipped model, {q or 'float32'}: greedy {greedy}, beam 4 {beam} of {len(texts)}")
+    assert greedy == len(texts)
+    assert beam >= 0.99 * len(texts)
 
 
 # -- what the import holds ----------------------------------------------------------------------
