@@ -36,11 +36,12 @@ from aiayn import documents
 from aiayn.errors import UserError
 from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
+from aiayn.serve.detect import detect, ranked
 from aiayn.serve.errors import ServeError
+from aiayn.serve.languages import pick_translator, served_languages, translators
 from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
-from aiayn.serve.routes.libretranslate import pick_translator, translators
 from aiayn.serve.schemas import Glossary
 from aiayn.serve.terminology import terms_for, terms_key
 
@@ -258,6 +259,39 @@ def _check_languages(registry: Registry, source: str, target: str) -> ServedMode
         raise ServeError(400, e.message, e.param) from None
 
 
+async def _document_language(upload: UploadFile, registry: Registry, target: str, files) -> str:
+    """``source`` "auto": the language most of the document's text is in among the served
+    languages (``aiayn.serve.detect.ranked``: each sentence detected on its own), or "auto"
+    (the only model into ``target``) where none is found. The document is read in its turn,
+    as for its translation."""
+    candidates = served_languages(registry)
+    if target not in candidates:
+        return "auto"  # refused as not served, before the upload is read
+    data, name = await upload.read(), display_name(upload.filename)
+    await upload.seek(0)  # read again for the translation
+
+    def find():
+        opened = documents.read(data, name, _limits(registry.config))
+        texts = documents.sentences(opened, lambda text: True).texts  # cut at sentence ends
+        return ranked(texts, detect(texts, candidates))
+
+    async with files.turns:
+        try:
+            found = await run_in_threadpool(find)
+        except documents.DocumentError as e:
+            raise ServeError(400, str(e), "file") from None
+    return found[0][0] if found and found[0][1] > 0 else "auto"
+
+
+def _limits(config: ServeConfig) -> documents.Limits:
+    """What an upload may hold: an archive inflates to at most 50 times the body limit."""
+    return documents.Limits(
+        max_bytes=config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
+        max_chars=config.max_file_chars,
+    )
+
+
 _FORM = {
     "multipart/form-data": {
         "schema": {
@@ -311,7 +345,10 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
-    model = _check_languages(registry, form["source"].lower(), form["target"].lower())
+    source, target = form["source"].lower(), form["target"].lower()
+    if source == "auto":
+        source = await _document_language(upload, registry, target, files_of(request))
+    model = _check_languages(registry, source, target)
     given = _form_glossary(form.get("glossary"))
     terms = await terms_for(model, given, request.app.state.glossary)
     name = display_name(upload.filename)
@@ -350,11 +387,7 @@ async def _translate(
     data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms
 ) -> bytes:
     config = registry.config
-    limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
-        max_bytes=config.max_body_bytes,
-        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
-        max_chars=config.max_file_chars,
-    )
+    limits = _limits(config)
     limit = model.max_text_tokens
 
     def fits(text: str) -> bool:

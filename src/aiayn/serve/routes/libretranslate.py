@@ -14,14 +14,22 @@ from aiayn import documents
 from aiayn.data.passages import Passages
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded, guard_request
+from aiayn.serve.detect import detect as detect_languages
+from aiayn.serve.detect import ranked
 from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
 from aiayn.serve.inputs import (
-    LANGUAGE_NAMES,
     check_prefix,
     form_or_json,
     has_words,
     libretranslate_body,
     texts_of,
+)
+from aiayn.serve.languages import (
+    detected_sources,
+    language_name,
+    model_for,
+    served_languages,
+    translators,
 )
 from aiayn.serve.models import ServedModel
 from aiayn.serve.registry import Registry
@@ -38,22 +46,16 @@ def supported_file_formats(config) -> list[str]:
     return [] if config.disable_files_translation else documents.supported_formats()
 
 
-def translators(registry: Registry) -> list[ServedModel]:
-    """The translators with known languages, once the models are loaded."""
-    registry.require_ready()
-    return [m for m in registry.models.values() if m.is_translator and m.languages]
-
-
 @router.get("/languages")
 async def languages(registry: Models):
     """LibreTranslate's language list: every language with the targets it translates to
     (itself among them, as LibreTranslate lists it)."""
     pairs = [m.languages for m in translators(registry)]
-    codes = list(dict.fromkeys(code for pair in pairs for code in pair))
+    codes = served_languages(registry)
     return [  # every language its own target too: a text in it comes back as it is
         {
             "code": code,
-            "name": LANGUAGE_NAMES.get(code, code),
+            "name": language_name(code),
             "targets": list(dict.fromkeys([code, *(t for src, t in pairs if src == code)])),
         }
         for code in codes
@@ -62,61 +64,17 @@ async def languages(registry: Models):
 
 @router.post("/detect", openapi_extra=form_or_json(s.DetectRequest))
 async def detect(request: Request, registry: Models, caller: Guarded):
-    """LibreTranslate's detection. This server identifies no language: it answers the
-    source languages it translates from, with the confidence split evenly among them (for a
-    list of texts, one list for them all, as LibreTranslate answers)."""
+    """LibreTranslate's detection: the language of ``q`` among those this server lists
+    (``/languages``), with its confidence (0-100; ``aiayn.serve.detect``). For a list of
+    texts, one list for them all, as LibreTranslate answers: each text detected on its own,
+    the languages ranked by how much of the text is in them (``ranked``)."""
     req = await libretranslate_body(request, s.DetectRequest)
-    texts_of(req.q, "q", caller)
-    sources = list(dict.fromkeys(m.languages[0] for m in translators(registry)))
-    return [{"language": code, "confidence": 100.0 / len(sources)} for code in sources]
-
-
-def _name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
-
-
-def same_language(registry: Registry, source: str, target: str) -> str | None:
-    """The served language ``target`` where a text asked for in it already is in it: the
-    ``source`` (LibreTranslate answers a text translated into its own language as it came),
-    or under 'auto' this server's only source language, where no model translates into it."""
-    served = translators(registry)
-    if target not in {code for m in served for code in m.languages}:
-        return None
-    if source == target:
-        return target
-    if source == "auto" and not any(m.languages[1] == target for m in served):
-        if {m.languages[0] for m in served} == {target}:
-            return target
-    return None
-
-
-def pick_translator(registry: Registry, source: str, target: str) -> ServedModel:
-    """The model translating ``source`` ('auto': any) into ``target``; LibreTranslate's
-    answers for a language not served and a pair not served."""
-    served = translators(registry)
-    codes = {code for m in served for code in m.languages}
-    for code in (source, target):
-        if code not in codes and not (code == source == "auto"):
-            raise ServeError(
-                400, f"{code} is not supported", "source" if code == source else "target"
-            )
-    fits = [m for m in served if m.languages[1] == target and source in ("auto", m.languages[0])]
-    if not fits:
-        raise ServeError(
-            400,
-            f"{_name(target)} ({target}) is not available as a target language from "
-            f"{_name(source)} ({source})",
-            "target",
-        )
-    sources = list(dict.fromkeys(m.languages[0] for m in fits))
-    if source == "auto" and len(sources) > 1:
-        raise ServeError(
-            400,
-            f"source: 'auto' cannot choose among {', '.join(sources)} (this server "
-            "identifies no language); name the source",
-            "source",
-        )
-    return fits[0]
+    texts = texts_of(req.q, "q", caller)
+    candidates = served_languages(registry)
+    if not candidates:
+        return []
+    found = await run_in_threadpool(detect_languages, texts, candidates)
+    return [{"language": code, "confidence": c} for code, c in ranked(texts, found)]
 
 
 def libretranslate_texts(value: str | list[str], caller: Caller) -> list[str]:
@@ -142,9 +100,10 @@ def libretranslate_texts(value: str | list[str], caller: Caller) -> list[str]:
 
 @router.post("/translate", openapi_extra=form_or_json(s.LibreTranslateRequest))
 async def libretranslate(request: Request, registry: Models, caller: Guarded):
-    """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto' picks the
-    only model into ``target``), ``target``, ``alternatives``; JSON or form body. A text
-    with no letters to translate (an emoji, a number, a URL) comes back as it came."""
+    """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto': each text's
+    language detected on its own, ``aiayn.serve.detect``), ``target``, ``alternatives``; JSON
+    or form body. A text with no letters to translate (an emoji, a number, a URL) comes back
+    as it came."""
     return await translation(request, registry, caller)
 
 
@@ -167,14 +126,58 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         max_beam = registry.config.max_beam
         message = f"alternatives: at most {max_beam - 1} (--max-beam {max_beam})"
         raise ServeError(400, message, "alternatives")
-    same = same_language(registry, req.source, req.target)
-    if same is not None:
-        check_prefix(req.prefix, registry.config)
-        return _as_it_came(req, same)
-    model, config = pick_translator(registry, req.source, req.target), registry.config
+    if req.source == "auto":
+        found = await detected_sources(req, registry, caller, texts)
+        # a text no language was found for (one without words) comes back as it came
+        sources = [code if confidence > 0 else None for code, confidence in found]
+    else:
+        found, sources = None, [req.source] * len(texts)
+    groups: dict[str | None, list[int]] = {}
+    for i, source in enumerate(sources):
+        groups.setdefault(source, []).append(i)
+    # every group's model found (or refused) before any translates
+    models = [model_for(registry, source, req.target) for source in groups]
+    done = await asyncio.gather(
+        *(
+            _from(request, registry, caller, req, model, texts, indices)
+            for model, indices in zip(models, groups.values(), strict=True)
+        )
+    )
+    outputs: list = [None] * len(texts)
+    for indices, results in zip(groups.values(), done, strict=True):
+        for i, result in zip(indices, results, strict=True):
+            outputs[i] = result
+    single = isinstance(req.q, str)
+    body: dict = {"translatedText": outputs[0][0] if single else [t for t, _ in outputs]}
+    if req.alternatives:
+        body["alternatives"] = outputs[0][1] if single else [a for _, a in outputs]
+    if found is not None:
+        guesses = [{"language": code, "confidence": c} for code, c in found]
+        body["detectedLanguage"] = guesses[0] if single else guesses
+    return body
+
+
+async def _from(
+    request: Request,
+    registry: Registry,
+    caller: Caller,
+    req,
+    model: ServedModel | None,
+    texts: list[str],
+    indices: list[int],
+) -> list[tuple[str, list[str]]]:
+    """(translation, alternatives) of ``texts`` at ``indices`` by ``model`` (None: as they
+    came, without alternatives)."""
+    config = registry.config
+    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in indices]
+    texts = [texts[i] for i in indices]
+    if model is None:
+        check_prefix(req.prefix, config)
+        return [(text, []) for text in texts]
     terms = await terms_for(model, req.glossary, request.app.state.glossary)
     if req.format == "html":
-        return await _translate_html(req, model, registry, caller, terms)
+        pages = await _translate_html(req, texts, names, model, registry, caller, terms)
+        return [(page, []) for page in pages]  # no alternatives for a page, as LibreTranslate
     check_prefix(req.prefix, config)
     nbest = 1 + req.alternatives
     if config.kept:  # kept spans looked for in every line: off the event loop
@@ -209,24 +212,17 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
             decode([sentences[i] for i in rest], ""),
         )
         results: list = [None] * len(sentences)
-        for indices, found in zip((heads, rest), decoded, strict=True):
-            for i, t in zip(indices, found, strict=True):
+        for found, translated in zip((heads, rest), decoded, strict=True):
+            for i, t in zip(found, translated, strict=True):
                 results[i] = t
     else:
         results = await decode(sentences, "")
     hypotheses = [[h.text for h in t.hypotheses] or [""] for t in results]
     best = passages.join([h[0] for h in hypotheses])
-    single = isinstance(req.q, str)
-    body: dict = {"translatedText": best[0] if single else best}
-    if req.alternatives:
-        # alternative k: each sentence's k-th hypothesis (its last where it has fewer), as
-        # LibreTranslate joins them; none equal to the translation or to another
-        ranked = [
-            passages.join([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(1, nbest)
-        ]
-        others = [_unique([r[i] for r in ranked], best[i]) for i in range(len(texts))]
-        body["alternatives"] = others[0] if single else others
-    return _detected(body, req, model, texts)
+    # alternative k: each sentence's k-th hypothesis (its last where it has fewer), as
+    # LibreTranslate joins them; none equal to the translation or to another
+    ranked = [passages.join([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(1, nbest)]
+    return [(best[i], _unique([r[i] for r in ranked], best[i])) for i in range(len(texts))]
 
 
 def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = None) -> Passages:
@@ -252,22 +248,6 @@ def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = No
     return passages
 
 
-def _as_it_came(req, language: str) -> dict:
-    """The answer to a text asked for in the language it is in: the text as it came, without
-    alternatives, detected (under 'auto') as ``language``."""
-    single = isinstance(req.q, str)
-    texts = [req.q] if single else list(req.q)
-    body: dict = {"translatedText": req.q}
-    if req.alternatives:
-        body["alternatives"] = [] if single else [[] for _ in texts]
-    if req.source == "auto":
-        guesses = [
-            {"language": language, "confidence": 100.0 if has_words(t) else 0.0} for t in texts
-        ]
-        body["detectedLanguage"] = guesses[0] if single else guesses
-    return body
-
-
 def _unique(texts: list[str], translation: str) -> list[str]:
     """``texts`` without repeats, without the translation and without empty ones."""
     seen = {translation, ""}
@@ -291,8 +271,8 @@ async def frontend_settings(request: Request, registry: Models):
         "filesTranslation": bool(formats),
         "supportedFilesFormat": formats,
         "language": {
-            "source": {"code": source, "name": _name(source)},
-            "target": {"code": target, "name": _name(target)},
+            "source": {"code": source, "name": language_name(source)},
+            "target": {"code": target, "name": language_name(target)},
         },
     }
 
@@ -316,34 +296,25 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-def _detected(body: dict, req, model: ServedModel, texts: list[str] | None) -> dict:
-    """``source`` 'auto': the model's source language, confidence 0 for a text without words
-    (``texts`` None: every text has them)."""
-    if req.source == "auto":
-        count = 1 if isinstance(req.q, str) else len(req.q)
-        words = [True] * count if texts is None else map(has_words, texts)
-        guesses = [
-            {"language": model.languages[0], "confidence": 100.0 if w else 0.0} for w in words
-        ]
-        body["detectedLanguage"] = guesses[0] if isinstance(req.q, str) else guesses
-    return body
-
-
 async def _translate_html(
-    req, model: ServedModel, registry: Registry, caller: Caller, terms
-) -> dict:
-    """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
-    sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
-    document, markup included (as LibreTranslate's character limit does). ``alternatives``
-    are none (an empty list), as LibreTranslate answers them for a page."""
+    req,
+    documents: list[str],
+    names: list[str],
+    model: ServedModel,
+    registry: Registry,
+    caller: Caller,
+    terms,
+) -> list[str]:
+    """``format`` "html": each of ``documents`` (texts of ``q``, called ``names`` in errors) a
+    page or fragment, its text translated sentence by sentence and its markup kept
+    (``aiayn.data.markup``). ``--max-chars`` bounds each document, markup included (as
+    LibreTranslate's character limit does)."""
     from aiayn.data import markup
 
     config = registry.config
     if req.prefix:
         raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
-    documents = texts_of(req.q, "q", caller)  # the whole markup within --max-chars
-    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
-
+    texts_of(req.q, "q", caller)  # the whole markup within --max-chars
     limit = model.max_text_tokens
 
     def fits(text: str) -> bool:
@@ -364,12 +335,7 @@ async def _translate_html(
             ),
             ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )
-    pages = sentences.render([(t.text, t.alignment or ()) for t in results])
-    single = isinstance(req.q, str)
-    body: dict = {"translatedText": pages[0] if single else pages}
-    if req.alternatives:  # none for a page, as LibreTranslate answers
-        body["alternatives"] = [] if single else [[] for _ in pages]
-    return _detected(body, req, model, None)
+    return sentences.render([(t.text, t.alignment or ()) for t in results])
 
 
 class TranslateLane:
