@@ -1,11 +1,12 @@
 """Language detection among a server's languages: accuracy on short texts (under 20
 characters, where LibreTranslate switches detectors) and long ones, and time per text, of
-the detectors on PyPI that restrict themselves to given languages, against LibreTranslate's
-choice (langdetect, and lexilang's word lists for a text under 20 characters).
+the detectors on PyPI that keep to given languages, against LibreTranslate's choice
+(langdetect, with lexilang's word lists first for a text under 20 characters).
 
     python bench/detect.py [--per-language 150] [--seed 0]
 
-Texts, all shipped offline:
+(the bench extra: langdetect and Django; the serve extra: lingua, lexilang, py3langid; and
+polib, of the documents extra.) Texts, all shipped offline:
 - Django's translations of its messages (the ``django`` package's locale catalogues, read
   with polib; the English are their message ids): ten languages, candidates all ten;
 - the test splits of the repository's corpora data/ding-de-en (dictionary example sentences)
@@ -17,10 +18,10 @@ the messages; a message its translators left in English is dropped; texts repeat
 corpus. Each detector runs in a process of its own, asked text by text, restricted to the
 candidates: its first call (loading its data) timed apart, each corpus's first 20 texts
 detected once before the timing (models a detector loads on first use), and the memory the
-process grew by. "aiayn" is ``aiayn.serve.detect.detect``, what the server runs: under 20 characters
-lexilang's word lists where they name one candidate alone, else lingua; from 20, py3langid.
-Prints a table and appends a record to bench/results/detect.jsonl; docs/performance.md shows
-it (bench/report.py).
+process grew by. "aiayn" is ``aiayn.serve.detect.detect``, what the server runs: under 20
+characters lexilang's word lists where they name one candidate alone, else lingua; from 20
+characters py3langid. Prints a table and appends a record to bench/results/detect.jsonl;
+docs/performance.md shows it (bench/report.py).
 """
 
 from __future__ import annotations
