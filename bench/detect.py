@@ -5,7 +5,7 @@ the detectors on PyPI that keep to given languages, against LibreTranslate's cho
 
     python bench/detect.py [--per-language 150] [--seed 0]
 
-(the bench extra: langdetect and Django; the serve extra: lingua, lexilang, py3langid; and
+(the bench extra: langdetect, py3langid and Django; the serve extra: lingua and lexilang; and
 polib, of the documents extra.) Texts, all shipped offline:
 - Django's translations of its messages (the ``django`` package's locale catalogues, read
   with polib; the English are their message ids): ten languages, candidates all ten;
@@ -18,9 +18,9 @@ the messages; a message its translators left in English is dropped; texts repeat
 corpus. Each detector runs in a process of its own, asked text by text, restricted to the
 candidates: its first call (loading its data) timed apart, each corpus's first 20 texts
 detected once before the timing (models a detector loads on first use), and the memory the
-process grew by. "aiayn" is ``aiayn.serve.detect.detect``, what the server runs: under 20
-characters lexilang's word lists where they name one candidate alone, else lingua; from 20
-characters py3langid. Prints a table and appends a record to bench/results/detect.jsonl;
+process grew by. "aiayn" is ``aiayn.serve.detect.detect``, what the server runs: lingua, and
+for a text under 20 characters lexilang's word lists first, where they name one candidate
+alone. Prints a table and appends a record to bench/results/detect.jsonl;
 docs/performance.md shows it (bench/report.py).
 """
 
@@ -165,19 +165,6 @@ def py3langid(texts: list[str], candidates) -> list[str]:
     return [identifier.classify(t)[0] for t in texts]
 
 
-def lingua_lexilang(texts: list[str], candidates) -> list[str]:
-    """lexilang's word lists for a text under 20 characters where they name one candidate
-    alone (a single best language), else lingua."""
-    from lexilang.detector import detect as lexilang
-
-    lingua = lingua_detector(low_accuracy=False)
-    out = []
-    for text in texts:
-        code, confidence = lexilang(text, list(candidates)) if len(text) < SHORT else ("", 0)
-        out.append(code if confidence >= 0.9 else lingua([text], candidates)[0])
-    return out
-
-
 def aiayn(texts: list[str], candidates) -> list[str]:
     from aiayn.serve.detect import detect
 
@@ -190,11 +177,7 @@ DETECTORS = {  # name: (label, detect)
     "lingua": ("lingua", lingua_detector(low_accuracy=False)),
     "lingua-low": ("lingua, low accuracy mode", lingua_detector(low_accuracy=True)),
     "py3langid": ("py3langid", py3langid),
-    "lingua-lexilang": ("lingua, lexilang's word lists first under 20 characters", lingua_lexilang),
-    "aiayn": (
-        "aiayn: lexilang's word lists, then lingua, under 20 characters; py3langid from 20",
-        aiayn,
-    ),
+    "aiayn": ("aiayn: lingua, lexilang's word lists first under 20 characters", aiayn),
 }
 
 

@@ -8,7 +8,6 @@ import pytest
 pytest.importorskip("fastapi")  # aiayn.serve
 pytest.importorskip("lingua")
 pytest.importorskip("lexilang")
-pytest.importorskip("py3langid")
 
 from aiayn.serve.detect import SHORT, detect, ranked  # noqa: E402
 
@@ -82,7 +81,7 @@ def test_argos_codes_that_are_not_iso_are_answered_as_given():
     ]
 
 
-def test_a_code_no_detector_knows_is_never_answered_but_as_the_first():
+def test_a_code_the_detectors_do_not_know_is_never_answered_but_as_the_first():
     found = detect([*LONG_TEXTS["de"], *LONG_TEXTS["en"]], ["xx", "de", "en"])
     assert [code for code, _ in found] == ["de", "en"]
     assert detect(LONG_TEXTS["de"], ["xx", "yy"]) == [("xx", 0.0)]

@@ -2,33 +2,28 @@
 ``/detect`` and ``source: "auto"``.
 
 Each text is detected on its own (LibreTranslate gives a batch one detection for all its
-texts), among the candidate languages only. A text under 20 characters is looked up in
+texts), among the candidate languages only, by lingua (``lingua-language-detector``: n-gram
+models of 75 languages, its high-accuracy mode); a text under 20 characters is looked up in
 lexilang's word lists first (as LibreTranslate does), whose answer is taken where they name
-one candidate alone, and otherwise goes to lingua (``lingua-language-detector``, its
-high-accuracy n-gram models); a longer text goes to py3langid (langid.py's naive Bayes
-model). Of the detectors on PyPI that keep to given languages, these gave the most right
-answers each on its own lengths (``bench/detect.py``, docs/performance.md: against
-LibreTranslate's langdetect and lexilang, and each detector alone). All three are
-deterministic: a text gets the same answer in any batch.
+one candidate alone. Of the detectors on PyPI that keep to given languages, this gave the
+most right answers on short texts and as many as any but py3langid on long ones
+(``bench/detect.py``, docs/performance.md: against LibreTranslate's langdetect and lexilang,
+and each detector alone; py3langid, 1.7 points ahead on long interface messages, needs numpy
+2, above aiayn's floor). Both are deterministic: a text gets the same answer in any batch.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import threading
 from collections.abc import Sequence
 
 from aiayn.serve.inputs import has_words
 
-SHORT = 20  # characters: a shorter text is a short one (LibreTranslate's limit too)
+SHORT = 20  # characters: a shorter text is looked up in word lists first (as LibreTranslate)
 WORD_LIST_CONFIDENCE = 90.0  # what LibreTranslate reports for lexilang's single answer
-# codes a server may use that a detector knows by another name (Argos Translate's pb and zt)
-ALIASES = {
-    "lexilang": {"pb": "pt", "zt": "zh"},
-    "lingua": {"pb": "pt", "zt": "zh"},
-    "py3langid": {"pb": "pt", "zt": "zh", "nb": "no"},
-}
+# codes a server may use that the detectors know by another name (Argos Translate's pb, zt)
+ALIASES = {"pb": "pt", "zt": "zh"}
 
 _lock = threading.Lock()  # lexilang reads its word lists on first use, into a global
 
@@ -36,11 +31,11 @@ _lock = threading.Lock()  # lexilang reads its word lists on first use, into a g
 def detect(texts: Sequence[str], candidates: Sequence[str]) -> list[tuple[str, float]]:
     """Each text's language among ``candidates`` (language codes, as a server names them)
     and the confidence of that answer, 0-100 as LibreTranslate gives it. A text with no
-    words (an emoji, a number, a URL), or one no detector can place, is the first candidate
-    with confidence 0; a sole candidate is every text's language (confidence 100). Two
-    candidates a detector knows as one language (``pt`` and Argos Translate's ``pb``) are
-    answered as the first of them; a code no detector knows is never answered, but as the
-    first candidate."""
+    words (an emoji, a number, a URL), or one the detectors cannot place, is the first
+    candidate with confidence 0; a sole candidate is every text's language (confidence 100).
+    Two candidates the detectors know as one language (``pt`` and Argos Translate's ``pb``)
+    are answered as the first of them; a code they do not know is never answered, but as
+    the first candidate."""
     codes = list(dict.fromkeys(c.lower() for c in candidates))
     if not codes:
         raise ValueError("detect: no candidate languages")
@@ -50,21 +45,17 @@ def detect(texts: Sequence[str], candidates: Sequence[str]) -> list[tuple[str, f
     out = []
     for text in texts:
         found = None
-        if not has_words(text):
-            pass
-        elif len(text) < SHORT:
-            found = _word_lists(text, codes) or _lingua(text, codes) or _langid(text, codes)
-        else:
-            found = _langid(text, codes) or _lingua(text, codes)
+        if has_words(text):
+            found = (len(text) < SHORT and _word_lists(text, codes)) or _lingua(text, codes)
         out.append(found or unknown)
     return out
 
 
-def _named(library: str, codes: Sequence[str]) -> dict[str, str]:
-    """{the library's name of a language: the first of ``codes`` that is it}."""
+def _named(codes: Sequence[str]) -> dict[str, str]:
+    """{the detectors' name of a language: the first of ``codes`` that is it}."""
     names: dict[str, str] = {}
     for code in codes:
-        names.setdefault(ALIASES[library].get(code, code), code)
+        names.setdefault(ALIASES.get(code, code), code)
     return names
 
 
@@ -73,7 +64,7 @@ def _word_lists(text: str, codes: list[str]) -> tuple[str, float] | None:
     that language's list than in any other's), or None."""
     from lexilang.detector import detect as lexilang
 
-    names = _named("lexilang", codes)
+    names = _named(codes)
     with _lock:  # its first call loads the lists
         found, confidence = lexilang(text, list(names))
     if confidence < 0.9:  # none, or a tie between languages
@@ -84,7 +75,7 @@ def _word_lists(text: str, codes: list[str]) -> tuple[str, float] | None:
 def _lingua(text: str, codes: list[str]) -> tuple[str, float] | None:
     """lingua's most confident candidate for ``text``, or None (it has no confidence in
     any, or knows fewer than two of the candidates)."""
-    names = _named("lingua", codes)
+    names = _named(codes)
     detector = _lingua_detector(tuple(names))
     if detector is None:
         return None
@@ -109,37 +100,6 @@ def _lingua_detector(names: tuple[str, ...]):
     if len(languages) < 2:
         return None
     return LanguageDetectorBuilder.from_languages(*languages).build()
-
-
-def _langid(text: str, codes: list[str]) -> tuple[str, float] | None:
-    """py3langid's most probable candidate for ``text``, or None (it knows fewer than two
-    of the candidates)."""
-    names = _named("py3langid", codes)
-    identifier = _langid_identifier(tuple(names))
-    if identifier is None:
-        return None
-    found, probability = identifier.classify(text)
-    return names[found], _percent(probability)
-
-
-@functools.lru_cache(maxsize=16)
-def _langid_identifier(names: tuple[str, ...]):
-    """py3langid's model restricted to the languages of ``names`` it knows (None: fewer than
-    two), probabilities normalised over them; made once per set, over one loaded model."""
-    model = _langid_model()
-    known = [name for name in names if name in set(model.nb_classes)]
-    if len(known) < 2:
-        return None
-    identifier = copy.copy(model)  # the full model's arrays shared, the restriction its own
-    identifier.set_languages(known)
-    return identifier
-
-
-@functools.cache
-def _langid_model():
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
 def _percent(probability: float) -> float:
