@@ -10,7 +10,7 @@ import torch
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.fileio import write_json
 from aiayn.modeldir import ModelDir, save_model_dir
-from tests.serve.conftest import make_client, wait_ready
+from tests.serve.conftest import wait_ready
 
 pytest.importorskip("fastapi")
 pytest.importorskip("lingua")
@@ -38,7 +38,13 @@ def client(model_dirs, tmp_path_factory):
         run = {"data": {"task": "translation", "src_lang": src, "tgt_lang": tgt}}
         write_json(directory / "run.json", run)
         dirs[f"{src}-{tgt}"] = directory
-    with make_client(dirs) as c:
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.models import ModelSpec
+
+    specs = [ModelSpec(path, name, engine="torch") for name, path in dirs.items()]
+    with TestClient(create_app(specs)) as c:  # the torch engine: no conversion to wait for
         wait_ready(c)
         yield c
 
