@@ -24,10 +24,11 @@ from aiayn.serve.inputs import (
     libretranslate_body,
     texts_of,
 )
-from aiayn.serve.languages import (
+from aiayn.serve.languages import (  # pick_translator, translators: also imported from here
     detected_sources,
     language_name,
     model_for,
+    pick_translator,
     served_languages,
     translators,
 )
@@ -38,6 +39,8 @@ from aiayn.serve.routes.native import prefixes
 from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
+
+__all__ = ["TranslateLane", "pick_translator", "router", "translation", "translators"]
 
 
 def supported_file_formats(config) -> list[str]:
