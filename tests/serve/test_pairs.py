@@ -408,3 +408,45 @@ def test_pivoted_n_best_ranks_by_the_summed_scores_without_repeats():
     assert pivoted([[("a", float("nan"))]], [[("x", float("nan"))]], 1)[0][0][0] == "x"
     with pytest.raises(ValueError, match="2 second hypotheses lists for 1"):
         pivoted([[("a", 0.0)]], [[("x", 0.0)], [("y", 0.0)]], 1)
+
+
+def test_an_unloaded_model_is_freed(pair_dirs):
+    """Unloading frees the model: nothing the server keeps (queues, metrics, the requests
+    answered) holds on to it."""
+    import gc
+    import weakref
+
+    c = started(pairs_app(pair_dirs, max_loaded=1))
+    try:
+        translate(c, "Das Buch ist gut.", "de", "en")
+        served = weakref.ref(c.app.state.registry.models["de-en"])
+        assert served() is not None
+        translate(c, "The book is good.", "en", "fr")
+        assert settled(c, 1) == {"en-fr"}
+        gc.collect()
+        assert served() is None
+    finally:
+        c.__exit__(None, None, None)
+
+
+def test_a_model_that_fails_to_load_is_a_500_naming_it_and_is_tried_again(pair_dirs, tmp_path):
+    import shutil
+
+    from aiayn.modeldir import WEIGHTS_FILE
+
+    dirs = {name: shutil.copytree(path, tmp_path / name) for name, path in pair_dirs.items()}
+    weights = dirs["en-fr"] / WEIGHTS_FILE
+    good = weights.read_bytes()
+    c = started(pairs_app(dirs))
+    try:
+        weights.write_bytes(b"not weights")  # after the start's checks, before its first use
+        r = c.post("/translate", json={"q": "The book.", "source": "en", "target": "fr"})
+        assert r.status_code == 500
+        assert r.json()["error"].startswith("model en-fr could not be loaded: ")
+        assert translate(c, "Das Buch.", "de", "en")["translatedText"]  # the others work
+        assert c.get("/health").status_code == 200 and loaded(c) == {"de-en"}
+        weights.write_bytes(good)
+        assert translate(c, "The book.", "en", "fr")["translatedText"]  # tried again
+        assert models(c)["en-fr"]["loads"] == 1
+    finally:
+        c.__exit__(None, None, None)
