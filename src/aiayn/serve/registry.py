@@ -342,8 +342,9 @@ class Registry:
                 queue = victim.queue
                 victim.model = victim.queue = None
                 del self.models[victim.name], self.queues[victim.name]
-            # no request holds it, so none can queue work on it: its queue is empty, and
-            # closing it only stops its workers
+            # no request holds it, so none queues work on it any more: its queue holds at most
+            # the work of requests that gave up waiting (--timeout); closing it lets that
+            # finish, then stops its workers
             queue.close(timeout=self.config.timeout)
             self.metrics.queue_depth.remove(victim.name)
             self.metrics.unloads.labels(victim.name).inc()
