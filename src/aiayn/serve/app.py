@@ -17,7 +17,7 @@ from aiayn.serve.errors import BodyLimit, RequestMetrics, install_error_handlers
 from aiayn.serve.inputs import JsonBody
 from aiayn.serve.models import ModelSpec
 from aiayn.serve.openapi import install_openapi
-from aiayn.serve.registry import Registry
+from aiayn.serve.registry import HeldModels, Registry
 from aiayn.serve.routes import libretranslate, native, openai
 from aiayn.serve.suggestions import SuggestionStore
 from aiayn.serve.terminology import check_glossary
@@ -40,8 +40,9 @@ def create_app(
     access: AccessConfig | None = None,
     frontend: FrontendConfig | None = None,
 ) -> FastAPI:
-    """The FastAPI application serving ``specs``; models load at start-up (in the
-    background unless ``background`` is False; ``/health`` says when they are ready).
+    """The FastAPI application serving ``specs``; the models are checked, and those
+    ``config.preload`` names loaded, at start-up (in the background unless ``background`` is
+    False; ``/health`` says when that is done), the others when a request first needs them.
     ``access``: API keys and request limits (``aiayn.serve.access``); ``frontend``:
     LibreTranslate's other settings."""
     config = config or ServeConfig()
@@ -85,6 +86,7 @@ def create_app(
     app.state.frontend, app.state.suggestions = frontend, suggestions
     app.state.glossary = glossary
     app.add_middleware(libretranslate.TranslateLane)  # inside InternalErrors
+    app.add_middleware(HeldModels)  # a model a request picks by name: held until it is answered
     install_error_handlers(app)
     app.include_router(docs.router)
     app.add_middleware(JsonBody)  # inside BodyLimit: reads only bodies within the limit

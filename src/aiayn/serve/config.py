@@ -27,6 +27,9 @@ def serving_threads(decoders: int = 1) -> int:
     return max(1, (usable_cores() - 1) // decoders)
 
 
+PRELOAD = ("auto", "all", "none")  # --preload's choices
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """Every limit the server enforces; each has a ``aiayn serve`` flag of the same name.
@@ -54,6 +57,8 @@ class ServeConfig:
     keep: str = ""  # a regular expression whose matches every translation keeps verbatim
     decoders: int = 0  # batches each model decodes at once (0: serving_decoders())
     access_log: bool = False  # a line for each request on stderr (uvicorn's access log)
+    max_loaded: int = 0  # models loaded at once, the least recently used unloaded (0: all)
+    preload: str = "auto"  # models loaded at start: auto, all or none (the rest on first use)
 
     @classmethod
     def flags(cls) -> dict[str, tuple]:
@@ -92,6 +97,11 @@ class ServeConfig:
             "access_log": "write a line for each request to stderr (client, method, path, "
             "status); off, as in LibreTranslate: each line costs the server 0.04-0.15 ms of "
             "CPU",
+            "max_loaded": "models loaded at once (0: no bound); before another loads, the "
+            "least recently used that no request is using is unloaded",
+            "preload": "which models load at start (the others when a request first needs "
+            "them): all (the first --max-loaded), none, or auto: all for a server of one "
+            "language pair at most, none for a server of several",
         }
         return {
             f.name: (
@@ -116,6 +126,9 @@ class ServeConfig:
         _check_float("file_expiry", self.file_expiry, 0.001, 366 * 86400.0)
         _check_int("files_store_bytes", self.files_store_bytes, 1)
         _check_int("decoders", self.decoders, 0, 64)
+        _check_int("max_loaded", self.max_loaded, 0)
+        if self.preload not in PRELOAD:
+            raise ValueError(f"preload: {self.preload!r}; one of {', '.join(PRELOAD)}")
         if self.keep:
             try:
                 re.compile(self.keep)

@@ -38,15 +38,19 @@ from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
+from aiayn.serve.pairs import Route, check_glossary_route, pick_route
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
-from aiayn.serve.routes.libretranslate import pick_translator, translators
+from aiayn.serve.routes.libretranslate import translators
 from aiayn.serve.schemas import Glossary
 from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
 FILE_JOBS = 2  # documents read, translated and written at once (the others wait)
+# through a pivot, the first model's translation is read again: within this many times the
+# upload's limits (a translation may be longer than its source)
+PIVOT_GROWTH = 4
 DISABLED = "Files translation are disabled on this server."
 STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,4}")  # the names the store generates
 LOCK = ".aiayn-files.lock"  # in a --files-dir: held by the process whose store it is
@@ -245,7 +249,7 @@ def _unfit_name(name: str) -> str | None:
     return None
 
 
-def _check_languages(registry: Registry, source: str, target: str) -> ServedModel:
+def _check_languages(registry: Registry, source: str, target: str) -> Route:
     known = {code for m in translators(registry) for code in m.languages}
     for code in (source, target):
         if code != "auto" and code not in known:
@@ -253,7 +257,7 @@ def _check_languages(registry: Registry, source: str, target: str) -> ServedMode
                 400, f"{code} is not supported", "source" if code == source else "target"
             )
     try:
-        return pick_translator(registry, source, target)
+        return pick_route(registry, source, target)
     except ServeError as e:
         raise ServeError(400, e.message, e.param) from None
 
@@ -311,19 +315,22 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
-    model = _check_languages(registry, form["source"].lower(), form["target"].lower())
+    route = _check_languages(registry, form["source"].lower(), form["target"].lower())
     given = _form_glossary(form.get("glossary"))
-    terms = await terms_for(model, given, request.app.state.glossary)
+    check_glossary_route(route, given)
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
+    glossary = request.app.state.glossary
     async with files.turns:
-        stored = await _translate(data, name, fmt, model, registry, terms)
+        stored = data
+        for leg, model_name in enumerate(route.legs):  # through a pivot: translated again
+            stored = await _translate(stored, name, fmt, model_name, registry, given, glossary, leg)
         key = await run_in_threadpool(
             files.store.put,
             stored,
             fmt.extensions[0],
-            translated_name(name, model.languages[1]),
+            translated_name(name, route.target),
             fmt.media_type,
         )
     asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
@@ -347,13 +354,25 @@ def _form_glossary(value) -> dict | None:
 
 
 async def _translate(
-    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms
+    data: bytes, name: str, fmt, model_name: str, registry: Registry, given, glossary, leg: int
+) -> bytes:
+    """The document ``data`` translated by model ``model_name`` (loaded if it is not, and
+    held meanwhile); ``leg`` 1: the document a pivot's first model wrote, read within
+    ``PIVOT_GROWTH`` times the upload's limits."""
+    async with registry.holding(model_name) as model:
+        terms = await terms_for(model, given, glossary)
+        return await _translated(data, name, fmt, model, registry, terms, leg)
+
+
+async def _translated(
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms, leg: int
 ) -> bytes:
     config = registry.config
+    grown = PIVOT_GROWTH if leg else 1
     limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
-        max_bytes=config.max_body_bytes,
-        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
-        max_chars=config.max_file_chars,
+        max_bytes=grown * config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * grown * config.max_body_bytes),
+        max_chars=grown * config.max_file_chars,
     )
     limit = model.max_text_tokens
 

@@ -53,6 +53,54 @@ def check_spec(spec: ModelSpec) -> str:
     return _opened(spec)[0].config.family
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a served model's directory says before its weights load: enough to list it, to
+    route requests to it by name or by language pair, and to check the server's glossary
+    for it (``model_facts``)."""
+
+    family: str
+    languages: tuple[str, ...] | None
+    labels: tuple[str, ...] | None  # a classifier's class names
+    vocab_size: int
+    max_len: int
+    quantization: str | None  # as it will load: --quantize's, or the directory's own
+    created: int  # when the weights were written (Unix time), OpenAI's "created"
+
+    @property
+    def is_translator(self) -> bool:
+        return self.family == "encoder-decoder"
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.family == "encoder-only" and bool(self.labels)
+
+
+def model_facts(spec: ModelSpec) -> ModelFacts:
+    """``spec``'s directory checked as ``check_spec`` checks it, and what it says of the
+    model (its languages: ``--languages``, else a translator's run.json ``data.src_lang`` and
+    ``data.tgt_lang``, as ``Translator.languages`` reads them)."""
+    directory = _opened(spec)[0]
+    config = directory.config
+    labels = None
+    if kind(config) == "encoder-only classifier":
+        labels = tuple(classifier_labels(directory, config.n_classes))
+    languages = spec.languages
+    data = directory.run.get("data", {})
+    if languages is None and config.family == "encoder-decoder" and "src_lang" in data:
+        if data.get("task", "translation") == "translation":
+            languages = (data["src_lang"], data["tgt_lang"])
+    return ModelFacts(
+        family=config.family,
+        languages=None if languages is None else tuple(languages),
+        labels=labels,
+        vocab_size=config.vocab_size,
+        max_len=config.max_len,
+        quantization=spec.quantize or directory.quantization,
+        created=int((Path(spec.path) / WEIGHTS_FILE).stat().st_mtime),
+    )
+
+
 def _opened(spec: ModelSpec) -> list[ModelDir]:
     """The model directories of ``spec`` (its own, then its ensemble's members), checked
     without loading their weights."""
@@ -222,4 +270,4 @@ class ServedModel:
         return stream.text, len(stream.tokens), stream.finish_reason
 
 
-__all__ = ["CompletionText", "ModelSpec", "ServedModel", "check_spec"]
+__all__ = ["CompletionText", "ModelFacts", "ModelSpec", "ServedModel", "check_spec", "model_facts"]

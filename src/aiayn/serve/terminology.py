@@ -55,11 +55,12 @@ async def terms_for(model: ServedModel, given: Mapping | None, glossary: Glossar
     return request_terms(model, given, glossary)
 
 
-def check_glossary(glossary: Glossary, model: ServedModel) -> None:
-    """The server's ``glossary`` usable for ``model``'s languages (a term given two targets
-    there fails the start, naming its file and line); other pairs are not its concern. Its
-    terms are made now, as the model loads (100,000 terms' expression takes seconds: the
-    first request would have made them on the event loop)."""
+def check_glossary(glossary: Glossary, model) -> None:
+    """The server's ``glossary`` usable for ``model``'s languages (a served model, loaded or
+    not: its registry entry; a term given two targets there fails the start, naming its file
+    and line); other pairs are not its concern. Its terms are made now, at start (100,000
+    terms' expression takes seconds: the first request would have made them on the event
+    loop)."""
     if model.is_translator and model.languages:
         pair = tuple(code.lower() for code in model.languages)
         if pair in glossary.pairs:

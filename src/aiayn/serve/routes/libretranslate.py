@@ -25,7 +25,8 @@ from aiayn.serve.inputs import (
     texts_of,
 )
 from aiayn.serve.models import ServedModel
-from aiayn.serve.registry import Registry
+from aiayn.serve.pairs import Hypotheses, Route, check_glossary_route, pick_route, pivoted
+from aiayn.serve.registry import Entry, Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
 from aiayn.serve.terminology import terms_for, terms_key
@@ -39,25 +40,22 @@ def supported_file_formats(config) -> list[str]:
     return [] if config.disable_files_translation else documents.supported_formats()
 
 
-def translators(registry: Registry) -> list[ServedModel]:
-    """The translators with known languages, once the models are loaded."""
+def translators(registry: Registry) -> list[Entry]:
+    """The translators with known languages (loaded or not), once the server is ready."""
     registry.require_ready()
-    return [m for m in registry.models.values() if m.is_translator and m.languages]
+    return [e for e in registry.entries.values() if e.is_translator and e.languages]
 
 
 @router.get("/languages")
 async def languages(registry: Models):
-    """LibreTranslate's language list: every language with the targets it translates to
-    (itself among them, as LibreTranslate lists it)."""
-    pairs = [m.languages for m in translators(registry)]
-    codes = list(dict.fromkeys(code for pair in pairs for code in pair))
+    """LibreTranslate's language list: every language with the targets it translates to,
+    directly or through a pivot language (``aiayn.serve.pairs``), itself among them, as
+    LibreTranslate lists them."""
+    registry.require_ready()
+    pairs = registry.pairs
     return [  # every language its own target too: a text in it comes back as it is
-        {
-            "code": code,
-            "name": LANGUAGE_NAMES.get(code, code),
-            "targets": list(dict.fromkeys([code, *(t for src, t in pairs if src == code)])),
-        }
-        for code in codes
+        {"code": code, "name": LANGUAGE_NAMES.get(code, code), "targets": pairs.targets(code)}
+        for code in pairs.codes
     ]
 
 
@@ -89,35 +87,6 @@ def same_language(registry: Registry, source: str, target: str) -> str | None:
         if {m.languages[0] for m in served} == {target}:
             return target
     return None
-
-
-def pick_translator(registry: Registry, source: str, target: str) -> ServedModel:
-    """The model translating ``source`` ('auto': any) into ``target``; LibreTranslate's
-    answers for a language not served and a pair not served."""
-    served = translators(registry)
-    codes = {code for m in served for code in m.languages}
-    for code in (source, target):
-        if code not in codes and not (code == source == "auto"):
-            raise ServeError(
-                400, f"{code} is not supported", "source" if code == source else "target"
-            )
-    fits = [m for m in served if m.languages[1] == target and source in ("auto", m.languages[0])]
-    if not fits:
-        raise ServeError(
-            400,
-            f"{_name(target)} ({target}) is not available as a target language from "
-            f"{_name(source)} ({source})",
-            "target",
-        )
-    sources = list(dict.fromkeys(m.languages[0] for m in fits))
-    if source == "auto" and len(sources) > 1:
-        raise ServeError(
-            400,
-            f"source: 'auto' cannot choose among {', '.join(sources)} (this server "
-            "identifies no language); name the source",
-            "source",
-        )
-    return fits[0]
 
 
 def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q") -> list[str]:
@@ -172,62 +141,102 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
     if same is not None:
         check_prefix(req.prefix, registry.config)
         return _as_it_came(req, same)
-    model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = await terms_for(model, req.glossary, request.app.state.glossary)
+    route, config = pick_route(registry, req.source, req.target), registry.config
+    check_glossary_route(route, req.glossary)
+    glossary = request.app.state.glossary
     if req.format == "html":
-        return await _translate_html(req, model, registry, caller, terms)
+        return await _translate_html(req, route, registry, caller, glossary)
     check_prefix(req.prefix, config)
     nbest = 1 + req.alternatives
-    if config.kept:  # kept spans looked for in every line: off the event loop
-        passages = await run_in_threadpool(_sentences, model, texts, config.kept)
-    else:
-        passages = _sentences(model, texts)
-    options = dict(beam=max(config.beam, nbest), nbest=nbest)
-
-    async def decode(items: list[str], prefix: str) -> list:
-        if not items:
-            return []
-        return await registry.run(
-            model,
-            items,
-            lambda items: model.translate(  # texts only
-                items,
-                scores=False,
-                prefix=prefixes(prefix, items),
-                glossary=terms,
-                keep=config.kept,
-                **options,
-            ),
-            ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
-        )
-
-    sentences = passages.texts
-    if req.prefix:  # the translation of each text begins with it: its first sentence's
-        heads = [i for i, first in enumerate(passages.first) if first]
-        rest = [i for i, first in enumerate(passages.first) if not first]
-        decoded = await asyncio.gather(
-            decode([sentences[i] for i in heads], req.prefix),
-            decode([sentences[i] for i in rest], ""),
-        )
-        results: list = [None] * len(sentences)
-        for indices, found in zip((heads, rest), decoded, strict=True):
-            for i, t in zip(indices, found, strict=True):
-                results[i] = t
-    else:
-        results = await decode(sentences, "")
-    hypotheses = [[h.text for h in t.hypotheses] or [""] for t in results]
-    best = passages.join([h[0] for h in hypotheses])
+    last = len(route.legs) - 1
+    # each text's n-best ((text, score), best first) after the first leg, then through the
+    # pivot: each of them translated again (the prefix begins the last leg's translation)
+    ranked = await _text_leg(
+        registry, route.legs[0], texts, nbest, req.prefix if last == 0 else "", req.glossary,
+        glossary,
+    )  # fmt: skip
+    if route.pivot is not None:
+        between = [_unique_hypotheses(hs) for hs in ranked]
+        flat = [text for hs in between for text, _ in hs]
+        again = await _text_leg(registry, route.legs[1], flat, nbest, req.prefix, None, glossary)
+        ranked = pivoted(between, again, nbest)
+    best = [hs[0][0] for hs in ranked]
     single = isinstance(req.q, str)
     body: dict = {"translatedText": best[0] if single else best}
     if req.alternatives:
-        # alternative k: each sentence's k-th hypothesis (its last where it has fewer), as
-        # LibreTranslate joins them; none equal to the translation or to another
-        ranked = [
-            passages.join([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(1, nbest)
-        ]
-        others = [_unique([r[i] for r in ranked], best[i]) for i in range(len(texts))]
+        others = [_unique([t for t, _ in hs[1:]], best[i]) for i, hs in enumerate(ranked)]
         body["alternatives"] = others[0] if single else others
-    return _detected(body, req, model, texts)
+    return _detected(body, req, route, texts)
+
+
+async def _text_leg(
+    registry: Registry,
+    name: str,
+    texts: list[str],
+    nbest: int,
+    prefix: str,
+    given,
+    glossary,
+) -> list[Hypotheses]:
+    """``texts`` translated by model ``name`` (loaded if it is not, and held meanwhile),
+    line by line and sentence by sentence: each text's ``nbest`` hypotheses, hypothesis k
+    each sentence's k-th (its last where it has fewer) joined, as LibreTranslate joins them,
+    scored by the sum of its sentences' scores (as Argos Translate sums them)."""
+    config = registry.config
+    async with registry.holding(name) as model:
+        terms = await terms_for(model, given, glossary)
+        if config.kept:  # kept spans looked for in every line: off the event loop
+            passages = await run_in_threadpool(_sentences, model, texts, config.kept)
+        else:
+            passages = _sentences(model, texts)
+        options = dict(beam=max(config.beam, nbest), nbest=nbest)
+
+        async def decode(items: list[str], prefix: str) -> list:
+            if not items:
+                return []
+            return await registry.run(
+                model,
+                items,
+                lambda items: model.translate(  # texts only
+                    items,
+                    scores=False,
+                    prefix=prefixes(prefix, items),
+                    glossary=terms,
+                    keep=config.kept,
+                    **options,
+                ),
+                ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
+            )
+
+        sentences = passages.texts
+        if prefix:  # the translation of each text begins with it: its first sentence's
+            heads = [i for i, first in enumerate(passages.first) if first]
+            rest = [i for i, first in enumerate(passages.first) if not first]
+            decoded = await asyncio.gather(
+                decode([sentences[i] for i in heads], prefix),
+                decode([sentences[i] for i in rest], ""),
+            )
+            results: list = [None] * len(sentences)
+            for indices, found in zip((heads, rest), decoded, strict=True):
+                for i, t in zip(indices, found, strict=True):
+                    results[i] = t
+        else:
+            results = await decode(sentences, "")
+    hypotheses = [[(h.text, h.score) for h in t.hypotheses] or [("", 0.0)] for t in results]
+    joined = []
+    for k in range(nbest):
+        kth = [h[min(k, len(h) - 1)] for h in hypotheses]
+        scores = [0.0] * len(texts)
+        for i, (_, score) in zip(passages.passage, kth, strict=True):
+            scores[i] += score
+        joined.append(list(zip(passages.join([text for text, _ in kth]), scores, strict=True)))
+    return [[joined[k][i] for k in range(nbest)] for i in range(len(texts))]
+
+
+def _unique_hypotheses(hypotheses: Hypotheses) -> Hypotheses:
+    """``hypotheses`` without a text repeated (the first kept)."""
+    seen: set[str] = set()
+    return [h for h in hypotheses if not (h[0] in seen or seen.add(h[0]))]
 
 
 def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = None) -> Passages:
@@ -365,7 +374,7 @@ async def suggest(request: Request, registry: Models, caller: Guarded):
     req = await libretranslate_body(request, s.SuggestRequest)
     for name in ("q", "s"):
         libretranslate_texts(getattr(req, name), caller, name)
-    source = pick_translator(registry, req.source, req.target).languages[0]
+    source = pick_route(registry, req.source, req.target).source
     await run_in_threadpool(store.add, req.q, req.s, source, req.target)
     return {"success": True}
 
@@ -376,60 +385,72 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-def _detected(body: dict, req, model: ServedModel, texts: list[str] | None) -> dict:
-    """``source`` 'auto': the model's source language, confidence 0 for a text without words
+def _detected(body: dict, req, route: Route, texts: list[str] | None) -> dict:
+    """``source`` 'auto': the route's source language, confidence 0 for a text without words
     (``texts`` None: every text has them)."""
     if req.source == "auto":
         count = 1 if isinstance(req.q, str) else len(req.q)
         words = [True] * count if texts is None else map(has_words, texts)
-        guesses = [
-            {"language": model.languages[0], "confidence": 100.0 if w else 0.0} for w in words
-        ]
+        guesses = [{"language": route.source, "confidence": 100.0 if w else 0.0} for w in words]
         body["detectedLanguage"] = guesses[0] if isinstance(req.q, str) else guesses
     return body
 
 
-async def _translate_html(
-    req, model: ServedModel, registry: Registry, caller: Caller, terms
-) -> dict:
+async def _translate_html(req, route: Route, registry: Registry, caller: Caller, glossary) -> dict:
     """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
-    sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
-    document, markup included (as LibreTranslate's character limit does). ``alternatives``
-    are none (an empty list), as LibreTranslate answers them for a page."""
-    from aiayn.data import markup
-
-    config = registry.config
+    sentence and its markup kept (``aiayn.data.markup``); through a pivot, the pages in the
+    pivot language translated again. ``--max-chars`` bounds each document, markup included
+    (as LibreTranslate's character limit does). ``alternatives`` are none (an empty list),
+    as LibreTranslate answers them for a page."""
     if req.prefix:
         raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
-    documents = texts_of(req.q, "q", caller)  # the whole markup within --max-chars
-    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
-
-    limit = model.max_text_tokens
-
-    def fits(text: str) -> bool:
-        return model.token_counts([text])[0] <= limit
-
-    try:
-        sentences = await run_in_threadpool(markup.read, documents, names, fits, config.kept)
-    except markup.MarkupError as e:
-        raise ServeError(400, str(e), "q") from None
-    options = dict(beam=config.beam)
-    results = []
-    if sentences.texts:  # a document may hold no text at all
-        results = await registry.run(
-            model,
-            sentences.texts,
-            lambda items: model.translate(
-                items, scores=False, alignment=True, glossary=terms, keep=config.kept, **options
-            ),
-            ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
-        )
-    pages = sentences.render([(t.text, t.alignment or ()) for t in results])
+    pages = texts_of(req.q, "q", caller)  # the whole markup within --max-chars
+    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(pages))]
+    for name in route.legs:
+        pages = await _html_leg(registry, name, pages, names, req.glossary, glossary)
     single = isinstance(req.q, str)
     body: dict = {"translatedText": pages[0] if single else pages}
     if req.alternatives:  # none for a page, as LibreTranslate answers
         body["alternatives"] = [] if single else [[] for _ in pages]
-    return _detected(body, req, model, None)
+    return _detected(body, req, route, None)
+
+
+async def _html_leg(
+    registry: Registry, name: str, pages: list[str], names: list[str], given, glossary
+) -> list[str]:
+    """``pages`` (HTML) translated by model ``name`` (loaded if it is not, and held
+    meanwhile), their markup placed by each sentence's word alignment."""
+    from aiayn.data import markup
+
+    config = registry.config
+    async with registry.holding(name) as model:
+        terms = await terms_for(model, given, glossary)
+        limit = model.max_text_tokens
+
+        def fits(text: str) -> bool:
+            return model.token_counts([text])[0] <= limit
+
+        try:
+            sentences = await run_in_threadpool(markup.read, pages, names, fits, config.kept)
+        except markup.MarkupError as e:
+            raise ServeError(400, str(e), "q") from None
+        options = dict(beam=config.beam)
+        results = []
+        if sentences.texts:  # a document may hold no text at all
+            results = await registry.run(
+                model,
+                sentences.texts,
+                lambda items: model.translate(
+                    items,
+                    scores=False,
+                    alignment=True,
+                    glossary=terms,
+                    keep=config.kept,
+                    **options,
+                ),  # fmt: skip
+                ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
+            )
+    return sentences.render([(t.text, t.alignment or ()) for t in results])
 
 
 class TranslateLane:
