@@ -318,7 +318,7 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     data = await upload.read()
     files = files_of(request)
     async with files.turns:
-        stored = await _translate(data, name, fmt, model, registry, terms)
+        stored = await translate_document(data, name, fmt, model, registry, terms)
         key = await run_in_threadpool(
             files.store.put,
             stored,
@@ -346,9 +346,12 @@ def _form_glossary(value) -> dict | None:
         raise ServeError(400, f"{where}: {error['msg']}", "glossary") from None
 
 
-async def _translate(
+async def translate_document(
     data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms
 ) -> bytes:
+    """The document ``data`` (a file called ``name`` of format ``fmt``) translated by
+    ``model`` with ``terms``: the translated file's bytes (400 for a file that cannot be
+    read). LibreTranslate's /translate_file and DeepL's /v2/document both call it."""
     config = registry.config
     limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
         max_bytes=config.max_body_bytes,

@@ -3,8 +3,10 @@
 
 A key is shown once, when it is made; the database keeps its SHA-256 digest only (a key is
 random and long, so a plain digest is enough: nothing to brute-force), with its own limits:
-requests per minute and characters per text (None: the server's). A key's ``id`` is the
-first 12 hex digits of its digest: what ``aiayn keys list`` shows and ``remove`` accepts.
+requests per minute and characters per text (None: the server's), and the characters it may
+translate a month on DeepL's routes (``char_quota``; None: no limit; counted in the same file
+by ``aiayn.serve.usage``). A key's ``id`` is the first 12 hex digits of its digest: what
+``aiayn keys list`` shows and ``remove`` accepts.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (
     name TEXT NOT NULL DEFAULT '',
     req_limit INTEGER,
     char_limit INTEGER,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    char_quota INTEGER
 )"""
+_COLUMNS = "digest, name, req_limit, char_limit, created, char_quota"
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class ApiKey:
     req_limit: int | None  # requests per minute (None: the server's --req-limit)
     char_limit: int | None  # characters per text (None: the server's --max-chars)
     created: float
+    char_quota: int | None = None  # characters a month on DeepL's routes (None: no limit)
 
     @property
     def id(self) -> str:
@@ -95,6 +100,9 @@ class KeyStore:
         try:
             self._db, self._file = self._open()
             self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(api_keys)")}
+            if "char_quota" not in columns:  # a database made before keys had quotas
+                self._db.execute("ALTER TABLE api_keys ADD COLUMN char_quota INTEGER")
             self._db.commit()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"{self.path}: not an API key database ({e})") from None
@@ -129,6 +137,7 @@ class KeyStore:
         name: str = "",
         req_limit: int | None = None,
         char_limit: int | None = None,
+        char_quota: int | None = None,
     ) -> tuple[str, ApiKey]:
         """Store ``key`` (a new random one when None): (the key, its record). The key itself
         is returned here only; a key stored before is replaced (with the new limits)."""
@@ -145,13 +154,16 @@ class KeyStore:
             _positive_or_none("req_limit", req_limit),
             _positive_or_none("char_limit", char_limit),
             time.time(),
+            _positive_or_none("char_quota", char_quota),
         )
         with self._lock, self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO api_keys (digest, name, req_limit, char_limit, created) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (record.digest, record.name, record.req_limit, record.char_limit, record.created),
-            )
+                f"INSERT OR REPLACE INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    record.digest, record.name, record.req_limit, record.char_limit,
+                    record.created, record.char_quota,
+                ),
+            )  # fmt: skip
         return key, record
 
     def remove(self, key_or_id: str) -> ApiKey:
@@ -177,11 +189,7 @@ class KeyStore:
             try:
                 row = (
                     self._current()
-                    .execute(
-                        "SELECT digest, name, req_limit, char_limit, created FROM api_keys "
-                        "WHERE digest = ?",
-                        (wanted,),
-                    )
+                    .execute(f"SELECT {_COLUMNS} FROM api_keys WHERE digest = ?", (wanted,))
                     .fetchone()
                 )
             except sqlite3.Error as e:  # locked past the wait, damaged, not a key database
@@ -192,9 +200,7 @@ class KeyStore:
 
     def all(self) -> list[ApiKey]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT digest, name, req_limit, char_limit, created FROM api_keys ORDER BY created"
-            ).fetchall()
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created").fetchall()
         return [ApiKey(*row) for row in rows]
 
     def _by_id(self, key_id: str) -> ApiKey | None:
