@@ -6,6 +6,7 @@ calls), two views of the same store. A glossary of another API key is not found 
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ValidationError
@@ -65,8 +66,29 @@ def _v3(info: GlossaryInfo) -> dict:
     }
 
 
+_INDEXED = re.compile(r"(\w+)\[(\d{1,3})\]\.(\w+)")
+
+
+def _nested(fields: dict) -> dict:
+    """A form's ``dictionaries[0].source_lang`` fields (deepl-node's way of sending a list
+    of objects) as the list ``dictionaries`` of objects, as JSON gives it."""
+    out: dict = {}
+    lists: dict[str, dict[int, dict]] = {}
+    for name, value in fields.items():
+        match = _INDEXED.fullmatch(name)
+        if match is None:
+            out[name] = value
+        else:
+            field, index, key = match[1], int(match[2]), match[3]
+            lists.setdefault(field, {}).setdefault(index, {})[key] = value
+    for field, items in lists.items():
+        if field not in out:
+            out[field] = [items[i] for i in sorted(items)]
+    return out
+
+
 async def _body(request: Request, schema: type[BaseModel]):
-    fields = await request_fields(request)
+    fields = _nested(await request_fields(request))
     try:
         return schema.model_validate(fields)
     except ValidationError as e:
