@@ -395,3 +395,20 @@ def test_a_key_database_made_before_quotas_takes_them(tmp_path, capsys):
     listing = capsys.readouterr().out.splitlines()
     assert listing[0].split("\t")[:4] == ["id", "req_limit", "char_limit", "char_quota"]
     assert [line.split("\t")[3] for line in listing[1:]] == ["-", "500"]
+
+
+def test_the_openapi_document_says_deepls_scheme_codes_and_statuses(deepl):
+    c, _ = deepl
+    document = c.get("/openapi.json").json()
+    scheme = document["components"]["securitySchemes"]["DeepL-Auth-Key"]
+    assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "Authorization")
+    operation = document["paths"]["/v2/translate"]["post"]
+    assert operation["security"] == [{"DeepL-Auth-Key": []}]
+    assert {"400", "403", "413", "414", "429", "456"} <= set(operation["responses"])
+    assert "422" not in operation["responses"]
+    error = operation["responses"]["456"]["content"]["application/json"]["schema"]
+    assert error == {"$ref": "#/components/schemas/DeepLError"}
+    body = operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert body["target_lang"]["enum"] == ["EN-GB", "EN-US"]
+    (options,) = [o["enum"] for o in body["formality"]["anyOf"] if "enum" in o]
+    assert options == ["default", "prefer_more", "prefer_less"] and "style_id" not in body

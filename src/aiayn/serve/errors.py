@@ -126,10 +126,25 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_middleware(InternalErrors)
 
     async def answer(request: Request, exc: Exception):
+        if isinstance(exc, HTTPException) and exc.status_code == 405:
+            exc = HTTPException(405, exc.detail, {"Allow": allowed(request)})
         return handled(request.url.path, request.method, exc)
 
     for kind in (ServeError, RequestValidationError, UserError, HTTPException):
         app.add_exception_handler(kind, answer)
+
+
+def allowed(request: Request) -> str:
+    """The methods of every route at ``request``'s path (Starlette's 405 names the first
+    route's alone, where a path has one route a method)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 class InternalErrors:

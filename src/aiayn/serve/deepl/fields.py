@@ -6,7 +6,32 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+
+def inline(model: type[BaseModel]) -> dict:
+    """``model``'s JSON schema with its nested models written in place (a request body the
+    OpenAPI document holds inline, where ``#/$defs/...`` would not resolve)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolved(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolved(defs[ref.removeprefix("#/$defs/")])
+            return {k: resolved(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolved(v) for v in node]
+        return node
+
+    return resolved(schema)
+
+
+def json_body(model: type[BaseModel]) -> dict:
+    """A route's ``openapi_extra``: a JSON body of ``model``."""
+    content = {"application/json": {"schema": inline(model)}}
+    return {"requestBody": {"content": content, "required": True}}
 
 
 def _tags(value):
@@ -18,10 +43,31 @@ def _tags(value):
 
 
 def _texts(value):
-    """A list of strings, given as a list or as one comma-separated string."""
+    """A list of strings, given as a list or as one comma-separated string (empty ones
+    left out)."""
     if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+        value = value.split(",")
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [part.strip() for part in value if part.strip()]
     return value
+
+
+def _flag(value):
+    """A JSON boolean, or a form's "0", "1", "false" or "true" (DeepL writes "0" and "1")."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("0", "1", "false", "true"):
+        return value.lower() in ("1", "true")
+    raise ValueError("must be true or false (a form's 0 or 1)")
+
+
+Flag = Annotated[
+    bool,
+    BeforeValidator(_flag),
+    WithJsonSchema(
+        {"anyOf": [{"type": "boolean"}, {"type": "string", "enum": ["0", "1", "false", "true"]}]}
+    ),
+]
 
 
 def _word(value):
@@ -31,14 +77,30 @@ def _word(value):
     return value
 
 
-TagList = Annotated[list[str], BeforeValidator(_tags)]
-IdList = Annotated[list[str], BeforeValidator(_texts)]
+_LIST_OR_STRING = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "string", "description": "comma-separated"},
+        ]
+    }
+)
+TagList = Annotated[list[str], BeforeValidator(_tags), _LIST_OR_STRING]
+IdList = Annotated[list[str], BeforeValidator(_texts), _LIST_OR_STRING]
+
+
+# a glossary needs the source language named, as DeepL asks; glossary_id or glossary_ids
+_SOURCE = {"properties": {"source_lang": {"type": "string"}}, "required": ["source_lang"]}
+_GLOSSARY_NEEDS_SOURCE = {
+    "dependentSchemas": {"glossary_id": _SOURCE, "glossary_ids": _SOURCE},
+    "not": {"required": ["glossary_id", "glossary_ids"]},
+}
 
 
 class TranslateRequest(BaseModel):
     """DeepL's ``/v2/translate`` body."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_GLOSSARY_NEEDS_SOURCE)
 
     text: list[str] | str = Field(
         description="the texts to translate (a form repeats the field), one translation each"
@@ -53,18 +115,28 @@ class TranslateRequest(BaseModel):
     context: str | None = Field(
         None, description="ignored: this server's models translate sentence by sentence"
     )
-    show_billed_characters: bool | None = Field(
+    show_billed_characters: Flag | None = Field(
         None, description="ignored: billed_characters is always answered"
     )
-    split_sentences: Annotated[Literal["0", "1", "nonewlines"] | None, BeforeValidator(_word)] = (
-        Field(
-            None,
-            description="1 (default without tags): cut at sentence ends and line breaks; "
-            "nonewlines (default with tags): at sentence ends only; 0: no cut (only where a text "
-            "is longer than the model reads)",
-        )
+    split_sentences: Annotated[
+        Literal["0", "1", "nonewlines"] | None,
+        BeforeValidator(_word),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string", "enum": ["0", "1", "nonewlines"]},
+                    {"type": "integer", "enum": [0, 1]},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = Field(
+        None,
+        description="1 (default without tags): cut at sentence ends and line breaks; "
+        "nonewlines (default with tags): at sentence ends only; 0: no cut (only where a text "
+        "is longer than the model reads)",
     )
-    preserve_formatting: bool | None = Field(
+    preserve_formatting: Flag | None = Field(
         None, description="accepted: this server never corrects formatting (as 1 asks)"
     )
     formality: Literal["default", "more", "less", "prefer_more", "prefer_less"] | None = Field(
@@ -87,7 +159,7 @@ class TranslateRequest(BaseModel):
         None, description="the texts hold XML or HTML tags, kept around the translated words"
     )
     tag_handling_version: Literal["v1", "v2"] | None = Field(None, description="accepted")
-    outline_detection: bool | None = Field(
+    outline_detection: Flag | None = Field(
         None,
         description="xml: an element among others with no text beside it splits sentences "
         "(default true; false: splitting_tags alone)",
@@ -158,7 +230,7 @@ class GlossaryPatch(BaseModel):
 class DocumentRequest(BaseModel):
     """The fields of a ``/v2/document`` upload beside its file."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_GLOSSARY_NEEDS_SOURCE)
 
     target_lang: str = Field(description="DeepL's code of the language to translate into")
     source_lang: str | None = Field(None, description="the document's language")

@@ -20,6 +20,7 @@ from aiayn.serve.deepl.fields import (
     GlossaryPatch,
     GlossaryRequest,
     MultilingualGlossaryRequest,
+    json_body,
 )
 from aiayn.serve.errors import ServeError, validation_message
 from aiayn.serve.glossaries import Entries, GlossaryInfo, entries_tsv, read_entries
@@ -211,16 +212,7 @@ async def delete_glossary(glossary_id: str, request: Request, caller: Guarded):
 
 
 @router.post(
-    "/v3/glossaries",
-    status_code=201,
-    openapi_extra={
-        "requestBody": {
-            "content": {
-                "application/json": {"schema": MultilingualGlossaryRequest.model_json_schema()}
-            },
-            "required": True,
-        }
-    },
+    "/v3/glossaries", status_code=201, openapi_extra=json_body(MultilingualGlossaryRequest)
 )
 async def create_multilingual(request: Request, registry: Models, caller: Guarded):
     """A glossary of a dictionary per language pair."""
@@ -287,7 +279,7 @@ def _wanted(info: GlossaryInfo, source: str | None, target: str | None):
     return [found]
 
 
-@router.patch("/v3/glossaries/{glossary_id}")
+@router.patch("/v3/glossaries/{glossary_id}", openapi_extra=json_body(GlossaryPatch))
 async def patch_multilingual(glossary_id: str, request: Request, registry: Models, caller: Guarded):
     """A new name, and entries merged into one pair's dictionary (made if it has none)."""
     req = await _body(request, GlossaryPatch)
@@ -305,15 +297,7 @@ async def patch_multilingual(glossary_id: str, request: Request, registry: Model
     return _v3(await _found(request, caller, info.id))
 
 
-@router.put(
-    "/v3/glossaries/{glossary_id}/dictionaries",
-    openapi_extra={
-        "requestBody": {
-            "content": {"application/json": {"schema": DictionaryEntries.model_json_schema()}},
-            "required": True,
-        }
-    },
-)
+@router.put("/v3/glossaries/{glossary_id}/dictionaries", openapi_extra=json_body(DictionaryEntries))
 async def replace_dictionary(glossary_id: str, request: Request, registry: Models, caller: Guarded):
     """One pair's dictionary replaced by the given entries (made if the glossary has none)."""
     req = await _body(request, DictionaryEntries)

@@ -308,7 +308,12 @@ async def languages(
     return await _languages(request, registry)
 
 
-@router.post("/v2/languages", openapi_extra=form_or_json(LanguagesRequest))
+@router.post(
+    "/v2/languages",
+    openapi_extra={
+        "requestBody": {**form_or_json(LanguagesRequest)["requestBody"], "required": False}
+    },
+)
 async def languages_post(request: Request, registry: Models, caller: Guarded):
     """``GET /v2/languages``, as a POST (``type`` in the body)."""
     return await _languages(request, registry)
