@@ -412,3 +412,42 @@ def test_the_openapi_document_says_deepls_scheme_codes_and_statuses(deepl):
     assert body["target_lang"]["enum"] == ["EN-GB", "EN-US"]
     (options,) = [o["enum"] for o in body["formality"]["anyOf"] if "enum" in o]
     assert options == ["default", "prefer_more", "prefer_less"] and "style_id" not in body
+
+
+def test_the_requests_weblate_and_subtitle_edit_send(deepl, keys):
+    """Weblate's DeepL code: languages by query, a glossary from TSV, JSON texts with its
+    placeholders as ignored XML tags into "EN"; Subtitle Edit's: a form with formality."""
+    c, _ = deepl
+    headers = auth(keys[1]["plain"])
+    sources = c.get("/v2/languages", params={"type": "source"}, headers=headers).json()
+    assert [x["language"] for x in sources] == ["DE"]
+    made = c.post(
+        "/v2/glossaries",
+        json={"name": "weblate:1:DE:EN", "source_lang": "DE", "target_lang": "EN",
+              "entries": "Haus\thouse", "entries_format": "tsv"},
+        headers=headers,
+    )  # fmt: skip
+    assert made.status_code == 201
+    listed = c.get("/v2/glossaries", headers=headers).json()["glossaries"]
+    assert {"weblate:1:DE:EN": made.json()["glossary_id"]}.items() <= {
+        g["name"]: g["glossary_id"] for g in listed
+    }.items()
+    texts = ['Das Haus <x id="0"></x> ist gut.', '<x id="3"></x> Haus']
+    r = c.post(
+        "/v2/translate",
+        json={"text": texts, "source_lang": "DE", "target_lang": "EN", "formality": "default",
+              "tag_handling": "xml", "ignore_tags": ["x"],
+              "glossary_id": made.json()["glossary_id"]},
+        headers=headers,
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    first, second = (t["text"] for t in r.json()["translations"])
+    assert '<x id="0"></x>' in first and '<x id="3"></x>' in second
+    assert "house" in first and "house" in second  # the glossary's term
+    assert (
+        c.delete(f"/v2/glossaries/{made.json()['glossary_id']}", headers=headers).status_code == 204
+    )
+    form = {"text": "Das ist gut.\nJa.", "target_lang": "en-gb", "source_lang": "de",
+            "formality": "default"}  # fmt: skip
+    r = c.post("/v2/translate", data=form, headers=headers)
+    assert r.status_code == 200 and r.json()["translations"][0]["text"].count("\n") == 1
