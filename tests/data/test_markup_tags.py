@@ -85,3 +85,14 @@ def test_xml_that_is_not_well_formed_is_refused_naming_where(text, where):
 def test_a_declaration_stays_at_the_head():
     document = markup_xml.parse('<?xml version="1.0"?><doc><p>Hallo.</p></doc>')
     assert upper(document) == '<?xml version="1.0"?><doc><p>HALLO.</p></doc>'
+
+
+def test_a_segment_without_a_letter_is_left_as_it_is():
+    from aiayn.data.markup import read
+
+    sentences = read(
+        ["<p>2024</p><p>Ja.</p>"], ["text[0]"], lambda text: True,
+        translatable=lambda text: any(c.isalpha() for c in text),
+    )  # fmt: skip
+    assert sentences.texts == ["Ja."]
+    assert sentences.render([("YES.", [(0, 0)])]) == ["<p>2024</p><p>YES.</p>"]

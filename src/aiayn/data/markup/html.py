@@ -93,12 +93,16 @@ def read(
     keep: Sequence[str] | None = None,
     tags: Tags = HTML,
     parser: Callable[[str, str, Tags], Document] = parse,
+    translatable: Callable[[str], bool] | None = None,
 ) -> Sentences:
     """``documents`` parsed (errors named by ``names``; HTML, or XML with ``parser``
     ``aiayn.data.markup.xml.parse``) as the ``Sentences`` to translate (a span ``keep``
-    matches not cut between two; ``tags``: the caller's rules)."""
+    matches not cut between two; ``tags``: the caller's rules; a segment ``translatable``
+    refuses, one without a letter say, is left as it is)."""
     parsed = [parser(text, name, tags) for text, name in zip(documents, names, strict=True)]
     for document, name in zip(parsed, names, strict=True):
+        if translatable is not None:
+            document.segments = [s for s in document.segments if translatable(s.text)]
         why = crowded(document)
         if why:
             raise MarkupError(f"{name}: {why}")

@@ -276,7 +276,7 @@ async def _translate_tagged(
     names = [f"text[{i}]" for i in range(len(texts))]
     try:
         sentences = await run_in_threadpool(
-            markup.read, texts, names, _fits(model), cut, tags, parser
+            markup.read, texts, names, _fits(model), cut, tags, parser, has_words
         )
     except markup.MarkupError as e:
         raise ServeError(400, str(e), "text") from None
