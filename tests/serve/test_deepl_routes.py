@@ -451,3 +451,11 @@ def test_the_requests_weblate_and_subtitle_edit_send(deepl, keys):
             "formality": "default"}  # fmt: skip
     r = c.post("/v2/translate", data=form, headers=headers)
     assert r.status_code == 200 and r.json()["translations"][0]["text"].count("\n") == 1
+
+
+def test_a_method_not_allowed_names_every_method_of_its_path(deepl, keys):
+    c, _ = deepl
+    headers = auth(keys[1]["plain"])
+    r = c.put("/v2/glossaries", headers=headers)
+    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
+    assert c.put("/v2/translate", headers=headers).headers["allow"] == "POST"

@@ -140,10 +140,14 @@ def allowed(request: Request) -> str:
     from starlette.routing import Match
 
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match != Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
+    routes = list(request.app.router.routes)
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)  # FastAPI's included router
+        if included is not None:
+            routes.extend(included.routes)
+        elif getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
     return ", ".join(sorted(methods))
 
 
