@@ -459,3 +459,13 @@ def test_a_method_not_allowed_names_every_method_of_its_path(deepl, keys):
     r = c.put("/v2/glossaries", headers=headers)
     assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
     assert c.put("/v2/translate", headers=headers).headers["allow"] == "POST"
+
+
+def test_glossaries_live_beside_the_keys_readable_by_their_owner_only(deepl, keys):
+    import stat
+
+    from aiayn.serve.glossaries import store_path
+
+    path = store_path(keys[0])
+    assert path == keys[0].with_name("keys-glossaries.db") and path.is_file()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
