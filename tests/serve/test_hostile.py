@@ -184,7 +184,10 @@ def test_suggestions_count_against_the_request_limits(model_dirs, tmp_path):
         body = {"q": "Hallo", "s": "Hello", "source": "de", "target": "en"}
         codes = [c.post("/suggest", json=body).status_code for _ in range(3)]
         assert codes == [200, 200, 429]
-        assert c.post("/translate", json={"q": "Ja.", "source": "de", "target": "en"}).status_code == 429
+        assert (
+            c.post("/translate", json={"q": "Ja.", "source": "de", "target": "en"}).status_code
+            == 429
+        )
     assert len(_rows(tmp_path / "s.db")) == 2
 
 

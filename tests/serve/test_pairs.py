@@ -25,7 +25,9 @@ def pairs_app(pair_dirs, extra=(), **limits):
 
     specs = [ModelSpec(path, name, engine="torch") for name, path in pair_dirs.items()]
     config = ServeConfig(**limits)
-    return create_app([*specs, *extra], config, access=AccessConfig(metrics=True, metrics_open=True))
+    return create_app(
+        [*specs, *extra], config, access=AccessConfig(metrics=True, metrics_open=True)
+    )
 
 
 def started(app):

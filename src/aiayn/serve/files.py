@@ -361,12 +361,15 @@ async def _translate(
     ``PIVOT_GROWTH`` times the upload's limits."""
     async with registry.holding(model_name) as model:
         terms = await terms_for(model, given, glossary)
-        return await _translated(data, name, fmt, model, registry, terms, leg)
+        return await translate_document(data, name, fmt, model, registry, terms, leg)
 
 
-async def _translated(
-    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms, leg: int
+async def translate_document(
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms, leg: int = 0
 ) -> bytes:
+    """The document ``data`` (a file called ``name`` of format ``fmt``) translated by
+    ``model`` with ``terms``: the translated file's bytes (400 for a file that cannot be
+    read). LibreTranslate's /translate_file and DeepL's /v2/document both call it."""
     config = registry.config
     grown = PIVOT_GROWTH if leg else 1
     limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
