@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -65,8 +66,10 @@ def create_app(
     stored = files.claimed(config)  # a --files-dir is one process's: refused now if taken
     # DeepL's stores, beside the keys: characters a month in the keys' file, glossaries next
     # to it (in memory without keys), documents in translation in this process
-    usage = CharacterUsage(access.api_keys_db, timeout=KEYS_WAIT) if access.api_keys else None
-    glossaries = GlossaryStore(store_path(access.api_keys_db) if access.api_keys else None)
+    # (an origin-only server without a key database keeps none: no file is made for it)
+    keyed = access.api_keys and os.path.exists(access.api_keys_db)
+    usage = CharacterUsage(access.api_keys_db, timeout=KEYS_WAIT) if keyed else None
+    glossaries = GlossaryStore(store_path(access.api_keys_db) if keyed else None)
     jobs = DocumentJobs(config.file_expiry)
 
     @asynccontextmanager

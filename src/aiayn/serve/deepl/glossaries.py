@@ -100,7 +100,7 @@ async def _body(request: Request, schema: type[BaseModel]):
 def _pair(registry: Registry, source: str, target: str) -> tuple[str, str]:
     """A glossary's language pair in the served codes (lower case): one of a served translator
     that places terms; 400 otherwise, naming the pairs."""
-    served = [(s, t) for s, t, m in pairs(registry) if m.engines["other"] != "ctranslate2"]
+    served = [(s, t) for s, t, m in pairs(registry) if m.spec.engine != "ctranslate2"]
     s = language_of(source, [a for a, _ in served])
     t = language_of(target, [b for _, b in served])
     if (s, t) not in served:

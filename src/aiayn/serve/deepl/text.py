@@ -346,7 +346,7 @@ async def glossary_language_pairs(registry: Models, caller: Guarded):
     served = [
         {"source_lang": s, "target_lang": t}
         for s, t, m in pairs(registry)
-        if m.engines["other"] != "ctranslate2"
+        if m.spec.engine != "ctranslate2"
     ]
     unique = {(p["source_lang"], p["target_lang"]): p for p in served}
     return {"supported_languages": list(unique.values())}
