@@ -709,7 +709,11 @@ def compare_peers(args, sentences: list[str]) -> int:
             for name in order:
                 port = free_port()
                 if name == "aiayn":
-                    flags = ["--metrics", *(["--beam", str(beam)] if beam > 1 else [])]
+                    flags = [
+                        "--metrics",
+                        "--metrics-open",
+                        *(["--beam", str(beam)] if beam > 1 else []),
+                    ]
                     if args.threads:
                         flags += ["--threads", str(args.threads)]
                     server = start_aiayn(model_dir, port, [*flags, *shlex.split(args.serve_args)])
@@ -807,7 +811,9 @@ def run_mode(args, name: str, flags: list[str], clients: list[int], sentences) -
     port = free_port()
     flags = [*flags, *shlex.split(args.serve_args)]
     server = start_aiayn(
-        Path(args.model_dir), port, ["--threads", str(args.threads), "--metrics", *flags]
+        Path(args.model_dir),
+        port,
+        ["--threads", str(args.threads), "--metrics", "--metrics-open", *flags],
     )
     rows = []
     try:

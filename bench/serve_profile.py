@@ -83,7 +83,7 @@ def profile(pyspy: str, pid: int, seconds: float, out: Path) -> collections.Coun
 def run(args, engine: str, sentences: list[str]) -> dict:
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     port = free_port()
-    flags = ["--engine", engine, "--threads", str(args.threads), "--metrics"]
+    flags = ["--engine", engine, "--threads", str(args.threads), "--metrics", "--metrics-open"]
     if args.beam != 1:
         flags += ["--beam", str(args.beam)]
     flags += args.serve_args.split()

@@ -222,7 +222,10 @@ def test_the_default_engine_is_auto_ctranslate2_for_greedy_and_beam_search(shipp
         r = client.post("/translate", json={"q": sentences, "source": "de", "target": "en"})
         expected = lines.join([t.text for t in torch_engine.translate(lines.texts, scores=False)])
         assert r.json()["translatedText"] == expected
-        r = client.post("/translate", json={"q": sentences[:4], "target": "en", "alternatives": 1})
+        r = client.post(
+            "/translate",
+            json={"q": sentences[:4], "source": "de", "target": "en", "alternatives": 1},
+        )
         want = torch_engine.translate(sentences[:4], beam=2, nbest=2)
         assert r.json()["alternatives"] == [[t.hypotheses[1].text] for t in want]
 

@@ -12,6 +12,7 @@ def test_lines_and_sentences_round_trip_with_their_white_space():
     p = Passages(texts, fits=lambda t: True, translatable=lambda line: not line.isdigit())
     assert p.texts == ["Heute.", "Nein.", "Gut!", "Eins", "Hallo Welt."]
     assert p.first == [True, False, False, True, True]
+    assert p.passage == [0, 0, 0, 2, 3]  # each sentence's passage (text 1 has none)
     assert p.join([t.upper() for t in p.texts]) == [
         "  HEUTE. NEIN.\r\n\n\tGUT!  \n",
         "",

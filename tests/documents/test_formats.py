@@ -134,6 +134,25 @@ def test_the_command_line_writes_what_the_api_writes(translator, tmp_path, capsy
     assert "wrote" in capsys.readouterr().err
 
 
+def test_the_command_line_replaces_an_existing_out_only_with_force(translator, tmp_path, capsys):
+    """``--out`` naming a file that exists was overwritten without a word."""
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("Guten Morgen.\n")
+    out.write_text("kept\n")
+    argv = ["translate", str(translator.path), "--engine", "torch", "--file", str(source)]
+    argv += ["--out", str(out)]
+    assert main(argv) == 2
+    assert f"--out {out} exists; choose another or add --force" in capsys.readouterr().err
+    assert out.read_text() == "kept\n"
+    assert main([*argv[:-1], str(tmp_path), "--force"]) == 2  # a directory: never
+    assert f"--out {tmp_path} is a directory" in capsys.readouterr().err
+    assert main(["translate", str(translator.path), "--force"]) == 2  # nothing to replace
+    assert "--force applies to --file and --out" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert out.read_text().strip() not in ("", "kept")
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [

@@ -194,7 +194,9 @@ def test_the_server_takes_a_prefix_on_both_routes(shipped):
         r = client.post("/v1/translate", json={"text": texts[:2], "prefix": "The", "beam": 2})
         got = [t["text"] for t in r.json()["translations"]]
         assert got == [t.text for t in tr.translate(texts[:2], prefix=["The"] * 2, beam=2)]
-        r = client.post("/translate", json={"q": texts[0], "target": "en", "prefix": "We"})
+        r = client.post(
+            "/translate", json={"q": texts[0], "source": "de", "target": "en", "prefix": "We"}
+        )
         assert r.status_code == 200 and r.json()["translatedText"].startswith("We")
         r = client.post("/v1/translate", json={"text": texts[0], "prefix": "x" * 3000})
         assert r.status_code == 422 and r.json()["error"]["param"] == "prefix"

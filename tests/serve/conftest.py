@@ -61,6 +61,31 @@ def model_dirs(tmp_path_factory):
     return {"translator": translator, "classifier": classifier, "lm": lm}
 
 
+PAIRS = (("de", "en"), ("en", "fr"), ("en", "es"))  # pair_dirs': three pairs sharing English
+
+
+@pytest.fixture(scope="session")
+def pair_dirs(tmp_path_factory):
+    """{"de-en", "en-fr", "en-es"} (``PAIRS``): tiny random translators, each its own
+    weights (a seed each), one tokenizer; max_len 256, so that a translation (up to 50
+    tokens longer than its source) can be read again through a pivot."""
+    root = tmp_path_factory.mktemp("pairs")
+    bpe = Tokenizer.train(_ding_lines(300), vocab_size=400)
+    config = ModelConfig.preset(
+        "tiny", dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0
+    ).replace(vocab_size=bpe.vocab_size, max_len=256)
+    dirs = {}
+    for seed, (source, target) in enumerate(PAIRS, 1):
+        directory = root / f"{source}-{target}"
+        torch.manual_seed(seed)
+        save_model_dir(directory, build_model(config).eval())
+        bpe.save(directory)
+        data = {"task": "translation", "src_lang": source, "tgt_lang": target}
+        write_json(directory / "run.json", {"data": data})
+        dirs[directory.name] = directory
+    return dirs
+
+
 def wait_ready(client, seconds: float = 30.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -105,7 +130,7 @@ def client(model_dirs):
     """The three models with the server's default settings, and /metrics on."""
     from aiayn.serve.access import AccessConfig
 
-    with make_client(model_dirs, access=AccessConfig(metrics=True)) as c:
+    with make_client(model_dirs, access=AccessConfig(metrics=True, metrics_open=True)) as c:
         wait_ready(c)
         yield c
 

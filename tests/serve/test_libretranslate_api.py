@@ -161,7 +161,7 @@ def test_frontend_settings_fields(client):
         "filesTranslation": True,
         "supportedFilesFormat": documents.supported_formats(),
         "language": {
-            "source": {"code": "de", "name": "German"},
+            "source": {"code": "auto", "name": "Auto Detect"},  # one source: auto is it
             "target": {"code": "en", "name": "English"},
         },
     }
@@ -212,9 +212,13 @@ def test_limits_in_libretranslates_words(model_dirs):
         assert r.json() == {"error": "Invalid request: request (3) exceeds text limit (2)"}
         r = c.post("/translate", json={"q": "Hallo Welt", "source": "de", "target": "en"})
         assert r.json() == {"error": "Invalid request: request (10) exceeds text limit (5)"}
-        r = c.post("/translate", json={"q": "Ja", "target": "en", "alternatives": 2})
+        r = c.post(
+            "/translate", json={"q": "Ja", "source": "de", "target": "en", "alternatives": 2}
+        )
         assert r.json() == {"error": "Invalid request: alternatives parameter must be <= 1"}
-        assert c.post("/translate", json={"q": "Ja", "target": "en", "alternatives": 1}).is_success
+        assert c.post(
+            "/translate", json={"q": "Ja", "source": "de", "target": "en", "alternatives": 1}
+        ).is_success
         assert c.get("/").status_code == 404  # --disable-web-ui
         assert c.get("/frontend/settings").json()["charLimit"] == 5
         assert c.get("/openapi.json").json()["paths"]["/translate"]
@@ -222,8 +226,8 @@ def test_limits_in_libretranslates_words(model_dirs):
 
 def test_cors_headers_as_libretranslate_sends_them(client):
     for r in (
-        client.post("/translate", json={"q": "Ja", "target": "en"}),
-        client.post("/translate", json={"q": "Ja", "target": "zz"}),
+        client.post("/translate", json={"q": "Ja", "source": "de", "target": "en"}),
+        client.post("/translate", json={"q": "Ja", "source": "de", "target": "zz"}),
         client.get("/v1/models"),
     ):
         assert r.headers["access-control-allow-origin"] == "*"
@@ -268,7 +272,7 @@ def test_a_json_body_is_answered_as_the_same_form(client, fields):
 def test_a_json_translation_skips_fastapis_routing_and_counts_as_the_route(model_dirs):
     from aiayn.serve.access import AccessConfig
 
-    with make_client(model_dirs, access=AccessConfig(metrics=True)) as c:
+    with make_client(model_dirs, access=AccessConfig(metrics=True, metrics_open=True)) as c:
         wait_ready(c)
         routed = []
         router = c.app.router
@@ -339,9 +343,21 @@ def test_a_body_is_a_form_or_json_alike_for_the_access_check_and_the_route(model
         assert r.status_code == 200 and r.json()["translatedText"]
 
 
-def test_an_integer_past_pythons_digits_is_invalid_json(client):
-    body = '{"q": "Hallo", "source": "de", "target": "en", "alternatives": ' + "1" * 5000 + "}"
+def test_an_integer_past_pythons_digits_is_a_400_in_the_routes_words(client):
+    """It answered Python's advice to its programmer (use sys.set_int_max_str_digits())."""
+    long = "1" * 5000
+    body = '{"q": "Hallo", "source": "de", "target": "en", "alternatives": ' + long + "}"
     r = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400
-    assert r.json()["error"].startswith("body: not valid JSON (")
+    too_long = "body: a number in the JSON body is too long (over 4300 digits)"
+    assert r.json() == {"error": too_long}  # LibreTranslate's error body
     assert r.headers["access-control-allow-origin"] == "*"
+    body = '{"prompt": "the", "max_tokens": ' + long + "}"
+    r = client.post("/v1/completions", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"] == {  # OpenAI's
+        "message": too_long,
+        "type": "invalid_request_error",
+        "param": "body",
+        "code": 400,
+    }

@@ -98,10 +98,18 @@ def test_fields_read_as_libretranslate_reads_them(client):
     hallo = translated(client, "Hallo Welt.")
     assert translated(client, "Hallo Welt.", source="DE", target="EN") == hallo
     assert translated(client, "Hallo Welt.", format=None) == hallo
-    # "source": "" or null -> 400 {"error": "Invalid request: missing source parameter"} (it
-    # answered " is not supported"); a source left out is "auto", as before
+    # "source": "", null or left out -> 400 {"error": "Invalid request: missing source
+    # parameter"} (it answered " is not supported", and took a source left out as "auto"),
+    # in a JSON body, a form, or the query string
     for empty in ("", None):
         r = client.post("/translate", json={"q": "Hallo", "source": empty, "target": "en"})
+        assert r.status_code == 400
+        assert r.json() == {"error": "Invalid request: missing source parameter"}
+    for r in (
+        client.post("/translate", json={"q": "Hallo", "target": "en"}),
+        client.post("/translate", data={"q": "Hallo", "target": "en"}),
+        client.post("/translate?q=Hallo&target=en"),
+    ):
         assert r.status_code == 400
         assert r.json() == {"error": "Invalid request: missing source parameter"}
         r = client.post("/translate", json={"q": "Hallo", "source": "de", "target": empty})

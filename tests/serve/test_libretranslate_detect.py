@@ -1,8 +1,9 @@
 """LibreTranslate's ``/detect`` and ``source: "auto"`` over HTTP, on a server of three tiny
 random translators (German-English, French-English, English-German, each its own weights):
-every text of a batch detected on its own and translated by its own language's model, as
-the same text with its source named is; a language no model takes into the target refused
-in LibreTranslate's words; a document's language found in its text."""
+every text of a batch detected on its own and translated along its own language's route
+(directly, or French into German through English), as the same text with its source named
+is; a language no route takes into the target refused in LibreTranslate's words; a
+document's language found in its text; DeepL's detected_source_language the same way."""
 
 import pytest
 import torch
@@ -102,12 +103,29 @@ def test_a_batch_into_another_target_and_with_alternatives(client):
     assert [x["language"] for x in body["detectedLanguage"]] == ["en", "de"]
 
 
-def test_a_language_no_model_takes_into_the_target_is_refused_as_libretranslate_does(client):
-    r = client.post("/translate", json={"q": [GERMAN, FRENCH], "source": "auto", "target": "de"})
+def test_a_language_detected_reaches_the_target_through_a_pivot(client):
+    """No model translates French into German: a French text of a batch goes fr -> en ->
+    de (its route), as the same text with its source named does; the German one comes back
+    as it came."""
+    r = client.post(
+        "/translate", json={"q": [FRENCH, GERMAN, ENGLISH], "source": "auto", "target": "de"}
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [x["language"] for x in body["detectedLanguage"]] == ["fr", "de", "en"]
+    french = translated(client, FRENCH, "fr", "de")["translatedText"]
+    english = translated(client, ENGLISH, "en", "de")["translatedText"]
+    assert body["translatedText"] == [french, GERMAN, english]
+
+
+def test_a_language_no_route_takes_into_the_target_is_refused_as_libretranslate_does(client):
+    # into French nothing translates: a German text found is refused, a French one as it came
+    r = client.post("/translate", json={"q": [FRENCH, GERMAN], "source": "auto", "target": "fr"})
     assert r.status_code == 400
     assert r.json() == {
-        "error": "German (de) is not available as a target language from French (fr)"
+        "error": "French (fr) is not available as a target language from German (de)"
     }
+    assert translated(client, [FRENCH], "auto", "fr")["translatedText"] == [FRENCH]
     r = client.post("/translate", json={"q": FRENCH, "source": "auto", "target": "zz"})
     assert r.status_code == 400 and r.json() == {"error": "zz is not supported"}
 
@@ -135,10 +153,10 @@ def test_a_document_is_translated_from_the_language_of_its_text(client):
     pytest.importorskip("docx")
     document = f"{FRENCH}\n\nMerci beaucoup pour votre aide.\n".encode()
 
-    def translate_file(source: str) -> bytes:
+    def translate_file(source: str, document: bytes = document, target: str = "en") -> bytes:
         r = client.post(
             "/translate_file",
-            data={"source": source, "target": "en"},
+            data={"source": source, "target": target},
             files={"file": ("lettre.txt", document)},
         )
         assert r.status_code == 200, r.text
@@ -147,9 +165,70 @@ def test_a_document_is_translated_from_the_language_of_its_text(client):
 
     assert translate_file("auto") == translate_file("fr")
     assert translate_file("auto") != translate_file("de")
+    # through a pivot (fr -> en -> de), and a document found in the target as it came
+    assert translate_file("auto", target="de") == translate_file("fr", target="de")
+    english = f"{ENGLISH}\n\nThank you very much for your help.\n".encode()
+    assert translate_file("auto", english) == english
     # a document with no words: no language found, and two models translate into English
     r = client.post(
         "/translate_file", data={"source": "auto", "target": "en"}, files={"file": ("n.txt", b"42")}
     )
     assert r.status_code == 400
     assert "cannot choose among de, fr" in r.json()["error"]
+
+
+def test_deepl_detects_each_text_among_the_sources_into_the_target(client):
+    """DeepL's /v2/translate without source_lang: each text's language found among those the
+    models into the target read (and the target itself), answered as
+    detected_source_language and translated by that language's model."""
+    body = {"text": [FRENCH, GERMAN, ENGLISH, "42"], "target_lang": "EN-US"}
+    r = client.post("/v2/translate", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()["translations"]
+    assert [t["detected_source_language"] for t in got] == ["FR", "DE", "EN", "DE"]
+    french = translated(client, FRENCH, "fr")["translatedText"]
+    german = translated(client, GERMAN, "de")["translatedText"]
+    assert [t["text"] for t in got] == [french, german, ENGLISH, "42"]
+    # tagged: its words, not its tags
+    tagged = {"text": f"<p>{FRENCH}</p>", "target_lang": "EN-US", "tag_handling": "html"}
+    r = client.post("/v2/translate", json=tagged)
+    assert r.json()["translations"][0]["detected_source_language"] == "FR"
+
+
+def test_deepl_reads_a_documents_language_from_its_text(client):
+    def result(fields: dict) -> bytes:
+        r = client.post(
+            "/v2/document",
+            data={"target_lang": "EN-GB", **fields},
+            files={"file": ("lettre.txt", f"{FRENCH}\n".encode(), "text/plain")},
+        )
+        assert r.status_code == 200, r.text
+        handle = r.json()
+        key = {"document_key": handle["document_key"]}
+        path = f"/v2/document/{handle['document_id']}"
+        assert client.post(path, json=key).json()["status"] == "done"
+        return client.post(path + "/result", json=key).content
+
+    assert result({}) == result({"source_lang": "FR"}) != result({"source_lang": "DE"})
+
+
+def test_a_suggestion_under_auto_is_stored_as_the_language_of_its_text(client, tmp_path):
+    import sqlite3
+
+    from aiayn.serve.suggestions import SuggestionStore
+
+    store = SuggestionStore(tmp_path / "s.db")
+    client.app.state.suggestions = store
+    try:
+        for q in (FRENCH, GERMAN):
+            r = client.post("/suggest", json={"q": q, "s": "x", "source": "auto", "target": "en"})
+            assert r.status_code == 200, r.text
+        # no language found, and two sources translate into English
+        r = client.post("/suggest", json={"q": "42", "s": "x", "source": "auto", "target": "en"})
+        assert r.status_code == 400 and "cannot choose among de, fr" in r.json()["error"]
+    finally:
+        client.app.state.suggestions = None
+        store.close()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        rows = db.execute("SELECT source FROM suggestions ORDER BY rowid").fetchall()
+    assert rows == [("fr",), ("de",)]

@@ -80,7 +80,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
     env["OMP_NUM_THREADS"] = "1"
     command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["lm"])]
     proc = subprocess.Popen(  # a long generation: still running when SIGTERM is handled
-        [*command, "--port", str(port), "--max-new-tokens", "3000", "--metrics"], env=env,
+        [*command, "--port", str(port), "--max-new-tokens", "3000", "--metrics", "--metrics-open"], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:

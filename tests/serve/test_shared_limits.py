@@ -86,12 +86,63 @@ def test_two_apps_on_one_redis_count_once(model_dirs, redis_url):
         wait_ready(a)
         wait_ready(b)
         codes = [
-            c.post("/translate", json={"q": "Ja.", "target": "en"}).status_code
+            c.post("/translate", json={"q": "Ja.", "source": "de", "target": "en"}).status_code
             for c in (a, b, a, b, a)
         ]
         assert codes == [200, 200, 200, 429, 429]
         r = b.post("/v1/translate", json={"text": "Ja."})
         assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+
+
+def test_wrong_keys_are_counted_once_on_one_redis(model_dirs, redis_url, tmp_path):
+    """--key-failures-limit counts in the same storage as the request limits: one address's
+    wrong keys sent to two servers add up, and both then refuse its keys (429)."""
+    from aiayn.serve.access import AccessConfig
+    from aiayn.serve.keys import KeyStore
+
+    _flush(redis_url)
+    store = KeyStore(tmp_path / "keys.db")
+    key, _ = store.add()
+    store.close()
+    access = AccessConfig(
+        api_keys=True,
+        api_keys_db=str(tmp_path / "keys.db"),
+        key_failures_limit=3,
+        shared_storage=redis_url,
+    )
+    one = {"t": model_dirs["translator"]}
+    with make_client(one, access=access) as a, make_client(one, access=access) as b:
+        wait_ready(a)
+        wait_ready(b)
+        body = {"q": "Ja.", "source": "de", "target": "en", "api_key": "x" * 20}
+        codes = [c.post("/translate", json=body).status_code for c in (a, b, a, b)]
+        assert codes == [403, 403, 403, 429]
+        r = a.post("/translate", json={**body, "api_key": key})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+
+
+def test_keys_with_a_storage_gone_are_503_not_500(model_dirs, tmp_path):
+    """With --api-keys the wrong keys count in the storage: a Redis gone makes a key's
+    request a 503 with Retry-After, whether the key is right or wrong."""
+    from aiayn.serve.access import AccessConfig
+    from aiayn.serve.keys import KeyStore
+
+    store = KeyStore(tmp_path / "keys.db")
+    key, _ = store.add()
+    store.close()
+    with _redis_server(tmp_path) as (url, proc):
+        access = AccessConfig(
+            api_keys=True, api_keys_db=str(tmp_path / "keys.db"), shared_storage=url
+        )
+        with make_client({"t": model_dirs["translator"]}, access=access) as c:
+            wait_ready(c)
+            body = {"q": "Ja.", "source": "de", "target": "en"}
+            assert c.post("/translate", json={**body, "api_key": key}).status_code == 200
+            proc.terminate()
+            proc.wait(20)
+            for given in (key, "x" * 20):
+                r = c.post("/translate", json={**body, "api_key": given})
+                assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1, r.text
 
 
 def test_a_storage_that_does_not_answer_stops_the_start(model_dirs):
@@ -109,12 +160,15 @@ def test_a_storage_gone_while_serving_is_503_and_runs_no_model(model_dirs, tmp_p
         access = AccessConfig(req_limit=3, shared_storage=url)
         with make_client({"t": model_dirs["translator"]}, access=access) as c:
             wait_ready(c)
-            assert c.post("/translate", json={"q": "Ja.", "target": "en"}).status_code == 200
+            assert (
+                c.post("/translate", json={"q": "Ja.", "source": "de", "target": "en"}).status_code
+                == 200
+            )
             proc.terminate()
             proc.wait(20)
             batches = c.app.state.registry.metrics.registry.get_sample_value
             before = batches("aiayn_batch_texts_count", {"model": "t"})
-            for path, body in (("/translate", {"q": "Ja.", "target": "en"}), ("/v1/translate", {"text": "Ja."})):  # fmt: skip
+            for path, body in (("/translate", {"q": "Ja.", "source": "de", "target": "en"}), ("/v1/translate", {"text": "Ja."})):  # fmt: skip
                 r = c.post(path, json=body)
                 assert r.status_code == 503, r.text
                 assert "request limits cannot be counted now" in r.text
@@ -170,7 +224,7 @@ def test_two_serve_processes_on_one_redis_count_once(model_dirs, redis_url, tmp_
     try:
         for port, proc in zip(ports, procs, strict=True):
             wait_process_ready(port, proc)
-        body = {"q": "Ja.", "target": "en"}
+        body = {"q": "Ja.", "source": "de", "target": "en"}
         assert [_post(p, "/translate", body) for p in ports] == [400, 400]  # no key
         keyed = {**body, "api_key": key}
         codes = [_post(ports[i % 2], "/translate", keyed) for i in range(5)]

@@ -71,7 +71,9 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
         "--require-api-key-origin",
         default="",
         metavar="REGEX",
-        help="with --api-keys: a request whose Origin matches needs no key (your own page)",
+        help="a request whose Origin header matches (whole) needs no key (your own page), "
+        "any other needs one; without --api-keys, or with no key database, the server is "
+        "origin-only (no key is valid)",
     )
     g.add_argument(
         "--under-attack",
@@ -96,6 +98,15 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
             "a key's own limit replaces it); 429 with Retry-After above",
         )
     g.add_argument(
+        "--key-failures-limit",
+        type=int,
+        default=10,
+        metavar="N",
+        help="with --api-keys: wrong API keys per minute per client address (0 or -1: no "
+        "limit); above it, every key from that address (a right one too) is answered 429 "
+        "with Retry-After until the minute's window frees; default 10",
+    )
+    g.add_argument(
         "--shared-storage",
         "--req-limit-storage",
         default="memory://",
@@ -108,9 +119,22 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
         help="the client address is X-Forwarded-For's last, the one the proxy in front of "
         "this server added (only behind such a proxy)",
     )
-    g.add_argument("--metrics", action="store_true", help="serve Prometheus metrics at /metrics")
     g.add_argument(
-        "--metrics-auth-token", default="", help="/metrics needs Authorization: Bearer TOKEN"
+        "--metrics",
+        action="store_true",
+        help="serve Prometheus metrics at /metrics (401 to every request without one of the "
+        "next two)",
+    )
+    g.add_argument(
+        "--metrics-auth-token",
+        default="",
+        metavar="TOKEN",
+        help="with --metrics: /metrics needs Authorization: Bearer TOKEN",
+    )
+    g.add_argument(
+        "--metrics-open",
+        action="store_true",
+        help="with --metrics: /metrics answers anyone (LibreTranslate's --metrics without a token)",
     )
     g.add_argument(
         "--alternatives-limit",
@@ -122,12 +146,34 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--suggestions-db", default="aiayn-suggestions.db", help="the suggestions' SQLite file"
     )
+    g.add_argument(
+        "--suggestions-max-rows",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="suggestions kept at most (the oldest are removed first); default 10000",
+    )
     g.add_argument("--disable-web-ui", action="store_true", help="no page at /")
     g.add_argument(
         "--frontend-timeout",
         type=int,
         default=500,
         help="/frontend/settings' frontendTimeout (milliseconds)",
+    )
+    g.add_argument(
+        "--frontend-language-source",
+        default="auto",
+        metavar="CODE",
+        help="the source language /frontend/settings names for a page to start with: a served "
+        "code, or auto (where the server can take it: one source language into the target; "
+        "else the first one) (default: auto)",
+    )
+    g.add_argument(
+        "--frontend-language-target",
+        default="locale",
+        metavar="CODE",
+        help="the target language /frontend/settings names: a served code, or locale (the "
+        "browser's first language served, from Accept-Language) (default: locale)",
     )
 
 

@@ -99,6 +99,7 @@ def add_translate(sub) -> None:
         ".html, .srt, .po, .docx, .pptx, .odt, .odp or .epub (needs the documents extra)",
     )
     p.add_argument("--out", help="with --file: where to write the translated document")
+    p.add_argument("--force", action="store_true", help="with --file: replace the file --out names")
     add_stdin_arguments(p)
     add_quantize_argument(p)
     add_engine_argument(p)
@@ -192,6 +193,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
     if args.file or args.out:
         _translate_file(args, {**options, **terms})
         return
+    if args.force:
+        raise UserError("--force applies to --file and --out (it replaces the file --out names)")
     if args.format == "html":
         _translate_html(args, {**options, **terms})
         return
@@ -277,6 +280,10 @@ def _translate_file(args: argparse.Namespace, options: dict) -> None:
     if documents.format_for(args.file) is None:  # before the model loads
         formats = ", ".join(documents.supported_formats())
         raise UserError(f"--file {args.file}: file format not supported; supported: {formats}")
+    out = Path(args.out)
+    if out.exists() and not (out.is_file() and args.force):  # before the model loads
+        what = "exists; choose another or add --force" if out.is_file() else "is a directory"
+        raise UserError(f"--out {out} {what}")
     translator = load_translator("translate", args)
     options = {k: v for k, v in options.items() if k != "nbest"}
     out = translator.translate_file(args.file, args.out, **options)

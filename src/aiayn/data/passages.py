@@ -23,7 +23,8 @@ class Passages:
     (a sentence that does not is cut again at its last word that fits); other lines (blank,
     an emoji, a number) are kept as they are; a span ``keep`` matches (regular expressions:
     ``{% trans 'Hallo!' %}``) is not cut where another cut may be made. ``first[i]``: whether sentence i
-    begins its passage. ``join`` gives the passages back from the sentences' translations."""
+    begins its passage; ``passage[i]``: the index of its passage. ``join`` gives the passages
+    back from the sentences' translations."""
 
     def __init__(
         self,
@@ -34,9 +35,10 @@ class Passages:
     ) -> None:
         self.texts: list[str] = []
         self.first: list[bool] = []
+        self.passage: list[int] = []
         # per passage, per line: (kept text before, sentences, kept text after)
         self._plans: list[list[tuple[str, int, str]]] = []
-        for passage in passages:
+        for index, passage in enumerate(passages):
             plan = []
             begun = False  # whether a line of this passage has sentences already
             for line in passage.splitlines(keepends=True):
@@ -53,6 +55,7 @@ class Passages:
                 else:
                     ranges = pieces(words, fits, kept_joins(words, keep) if keep else frozenset())
                 self.first.extend(not begun and k == 0 for k in range(len(ranges)))
+                self.passage.extend([index] * len(ranges))
                 begun = True
                 self.texts.extend(" ".join(words[a:b]) for a, b in ranges)
                 plan.append((lead, len(ranges), trail))

@@ -221,9 +221,17 @@ def _saved_quantization(data: dict, path: Path) -> dict | None:
 
 
 def check_vocabulary(config: ModelConfig, tokenizer, where: str) -> None:
-    """The tokenizer must have exactly the rows of the model's embeddings."""
+    """The tokenizer must have exactly the rows of the model's embeddings (a tokenizer with
+    a source vocabulary of its own says its size in ``source_vocab_size``)."""
     sizes = {config.source_vocab, config.target_vocab}
-    if sizes != {tokenizer.vocab_size}:
+    source = getattr(tokenizer, "source_vocab_size", tokenizer.vocab_size)
+    if (config.source_vocab, config.target_vocab) != (source, tokenizer.vocab_size):
+        if source != tokenizer.vocab_size:
+            raise UserError(
+                f"{where}: the tokenizer has {source} source and {tokenizer.vocab_size} "
+                f"target tokens, but the model's are {config.source_vocab} and "
+                f"{config.target_vocab}: they belong to different models"
+            )
         want = " / ".join(str(n) for n in sorted(sizes))
         raise UserError(
             f"{where}: the tokenizer has {tokenizer.vocab_size} tokens, but the model's "

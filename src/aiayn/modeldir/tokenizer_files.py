@@ -1,6 +1,7 @@
 """Which tokenizer a model or run directory holds, and loading it: BPE (``tokenizer.model``),
 character (``tokenizer.json`` with its characters), or imported (``vocab_map.json`` beside a
-Hugging Face ``tokenizer.json`` or Marian's ``source.spm`` / ``target.spm`` / ``vocab.json``).
+Hugging Face ``tokenizer.json``, Marian's ``source.spm`` / ``target.spm`` / ``vocab.json``, or an
+Argos Translate package's ``argos_tokenizer.json``, its model and its CTranslate2 vocabularies).
 The tokenizers themselves are ``aiayn.data``'s; this is what a directory of them means."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from aiayn.data.argos_tokenizer import FILES as ARGOS_FILES
+from aiayn.data.argos_tokenizer import ArgosTokenizer
 from aiayn.data.hf_tokenizer import HFTokenizer
 from aiayn.data.marian_tokenizer import MarianTokenizer
 from aiayn.data.tokenizer import (
@@ -60,12 +63,16 @@ def tokenizer_sha256(directory: Path) -> str:
 
 def load_tokenizer(directory: Path):
     """The tokenizer saved in a model or run directory, by the files it holds: an imported
-    one (``vocab_map.json`` beside Hugging Face ``tokenizer.json``, or Marian's
-    ``source.spm``/``target.spm``/``vocab.json``), BPE (``tokenizer.model``) or character."""
+    one (``vocab_map.json`` beside Hugging Face ``tokenizer.json``, Marian's
+    ``source.spm``/``target.spm``/``vocab.json`` or an Argos Translate package's files), BPE
+    (``tokenizer.model``) or character."""
     directory = Path(directory)
     if (directory / VOCAB_MAP_FILE).is_file():
-        if VocabMap.load(directory).backend == "marian":
+        backend = VocabMap.load(directory).backend
+        if backend == "marian":
             return MarianTokenizer.load(directory)
+        if backend == "argos":
+            return ArgosTokenizer.load(directory)
         return HFTokenizer.load(directory)
     path = tokenizer_file(directory)
     if path.name == CHAR_TOKENIZER_FILE:
@@ -85,6 +92,5 @@ def tokenizer_paths(directory: Path) -> list[Path]:
     path = tokenizer_file(directory)
     if path.name != VOCAB_MAP_FILE:
         return [path] if path.is_file() else []
-    return [path] + [
-        path.parent / n for n in IMPORTED_TOKENIZER_FILES if (path.parent / n).is_file()
-    ]
+    names = dict.fromkeys([*IMPORTED_TOKENIZER_FILES, *ARGOS_FILES])
+    return [path] + [path.parent / n for n in names if (path.parent / n).is_file()]

@@ -27,6 +27,9 @@ def serving_threads(decoders: int = 1) -> int:
     return max(1, (usable_cores() - 1) // decoders)
 
 
+PRELOAD = ("auto", "all", "none")  # --preload's choices
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """Every limit the server enforces; each has a ``aiayn serve`` flag of the same name.
@@ -54,6 +57,8 @@ class ServeConfig:
     keep: str = ""  # a regular expression whose matches every translation keeps verbatim
     decoders: int = 0  # batches each model decodes at once (0: serving_decoders())
     access_log: bool = False  # a line for each request on stderr (uvicorn's access log)
+    max_loaded: int = 0  # models loaded at once, the least recently used unloaded (0: all)
+    preload: str = "auto"  # models loaded at start: auto, all or none (the rest on first use)
 
     @classmethod
     def flags(cls) -> dict[str, tuple]:
@@ -92,6 +97,11 @@ class ServeConfig:
             "access_log": "write a line for each request to stderr (client, method, path, "
             "status); off, as in LibreTranslate: each line costs the server 0.04-0.15 ms of "
             "CPU",
+            "max_loaded": "models loaded at once (0: no bound); before another loads, the "
+            "least recently used that no request is using is unloaded",
+            "preload": "which models load at start (the others when a request first needs "
+            "them): all (the first --max-loaded), none, or auto: all for a server of one "
+            "language pair at most, none for a server of several",
         }
         return {
             f.name: (
@@ -116,6 +126,9 @@ class ServeConfig:
         _check_float("file_expiry", self.file_expiry, 0.001, 366 * 86400.0)
         _check_int("files_store_bytes", self.files_store_bytes, 1)
         _check_int("decoders", self.decoders, 0, 64)
+        _check_int("max_loaded", self.max_loaded, 0)
+        if self.preload not in PRELOAD:
+            raise ValueError(f"preload: {self.preload!r}; one of {', '.join(PRELOAD)}")
         if self.keep:
             try:
                 re.compile(self.keep)
@@ -145,9 +158,25 @@ class FrontendConfig:
     alternatives_limit: int = -1  # largest ``alternatives`` on /translate (-1: --max-beam's)
     suggestions: bool = False  # /suggest stores suggestions (403 without)
     suggestions_db: str = "aiayn-suggestions.db"
+    suggestions_max_rows: int = 10_000  # suggestions kept (the oldest are removed first)
     disable_web_ui: bool = False  # no page at /
     frontend_timeout: int = 500  # /frontend/settings' frontendTimeout (milliseconds)
+    # the languages /frontend/settings names for a page to start with: a code, or "auto"
+    # (where the server can take it) and "locale" (the browser's Accept-Language)
+    frontend_language_source: str = "auto"
+    frontend_language_target: str = "locale"
 
     def __post_init__(self) -> None:
         _check_int("alternatives_limit", self.alternatives_limit, -1)
         _check_int("frontend_timeout", self.frontend_timeout, 0)
+        _check_int("suggestions_max_rows", self.suggestions_max_rows, 1)
+        for name, word in (
+            ("frontend_language_source", "auto"),
+            ("frontend_language_target", "locale"),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not (
+                value == word or re.fullmatch(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*", value)
+            ):
+                raise ValueError(f"{name}: {value!r}; give a language code (de, pt-BR) or {word}")
+            object.__setattr__(self, name, value.lower())

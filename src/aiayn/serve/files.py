@@ -38,8 +38,9 @@ from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.detect import detect, ranked
 from aiayn.serve.errors import ServeError
-from aiayn.serve.languages import pick_translator, served_languages, translators
+from aiayn.serve.languages import same_language, served_languages, translators
 from aiayn.serve.models import ServedModel
+from aiayn.serve.pairs import Route, check_glossary_route, pick_route
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.schemas import Glossary
@@ -48,6 +49,9 @@ from aiayn.serve.terminology import terms_for, terms_key
 router = APIRouter()
 
 FILE_JOBS = 2  # documents read, translated and written at once (the others wait)
+# through a pivot, the first model's translation is read again: within this many times the
+# upload's limits (a translation may be longer than its source)
+PIVOT_GROWTH = 4
 DISABLED = "Files translation are disabled on this server."
 STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,4}")  # the names the store generates
 LOCK = ".aiayn-files.lock"  # in a --files-dir: held by the process whose store it is
@@ -246,7 +250,7 @@ def _unfit_name(name: str) -> str | None:
     return None
 
 
-def _check_languages(registry: Registry, source: str, target: str) -> ServedModel:
+def _check_languages(registry: Registry, source: str, target: str) -> Route:
     known = {code for m in translators(registry) for code in m.languages}
     for code in (source, target):
         if code != "auto" and code not in known:
@@ -254,41 +258,48 @@ def _check_languages(registry: Registry, source: str, target: str) -> ServedMode
                 400, f"{code} is not supported", "source" if code == source else "target"
             )
     try:
-        return pick_translator(registry, source, target)
+        return pick_route(registry, source, target)
     except ServeError as e:
         raise ServeError(400, e.message, e.param) from None
 
 
+def document_language(opened: documents.Opened, candidates: list[str]) -> str | None:
+    """The language most of ``opened``'s text is in among ``candidates``
+    (``aiayn.serve.detect.ranked``: each sentence detected on its own); None where none is
+    found (a document without words)."""
+    texts = documents.sentences(opened, lambda text: True).texts  # cut at sentence ends
+    found = ranked(texts, detect(texts, candidates))
+    return found[0][0] if found and found[0][1] > 0 else None
+
+
 async def _document_language(upload: UploadFile, registry: Registry, target: str, files) -> str:
     """``source`` "auto": the language most of the document's text is in among the served
-    languages (``aiayn.serve.detect.ranked``: each sentence detected on its own), or "auto"
-    (the only model into ``target``) where none is found. The document is read in its turn,
-    as for its translation."""
+    languages (``document_language``), or "auto" (the only model into ``target``) where none
+    is found. The document is read in its turn, as for its translation."""
     candidates = served_languages(registry)
     if target not in candidates:
         return "auto"  # refused as not served, before the upload is read
     data, name = await upload.read(), display_name(upload.filename)
     await upload.seek(0)  # read again for the translation
 
-    def find():
-        opened = documents.read(data, name, _limits(registry.config))
-        texts = documents.sentences(opened, lambda text: True).texts  # cut at sentence ends
-        return ranked(texts, detect(texts, candidates))
+    def find() -> str | None:
+        return document_language(documents.read(data, name, limits(registry.config)), candidates)
 
     async with files.turns:
         try:
             found = await run_in_threadpool(find)
         except documents.DocumentError as e:
             raise ServeError(400, str(e), "file") from None
-    return found[0][0] if found and found[0][1] > 0 else "auto"
+    return found or "auto"
 
 
-def _limits(config: ServeConfig) -> documents.Limits:
-    """What an upload may hold: an archive inflates to at most 50 times the body limit."""
+def limits(config: ServeConfig, grown: int = 1) -> documents.Limits:
+    """What an upload may hold (``grown`` times that: a pivot's first translation, read
+    again): an archive inflates to at most 50 times the body limit."""
     return documents.Limits(
-        max_bytes=config.max_body_bytes,
-        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
-        max_chars=config.max_file_chars,
+        max_bytes=grown * config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * grown * config.max_body_bytes),
+        max_chars=grown * config.max_file_chars,
     )
 
 
@@ -326,7 +337,10 @@ _FORM = {
 )
 async def translate_file(request: Request, registry: Models, caller: Guarded):
     """LibreTranslate's file translation: the document translated whole, its formatting
-    kept; answers the URL of the translated file (``/download_file/NAME``)."""
+    kept, directly or through a pivot; answers the URL of the translated file
+    (``/download_file/NAME``). ``source`` 'auto': the language most of its text is in
+    (``document_language``); a document found in the target language comes back as it
+    came."""
     config = registry.config
     if config.disable_files_translation:
         raise ServeError(403, DISABLED)
@@ -346,21 +360,29 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
     source, target = form["source"].lower(), form["target"].lower()
-    if source == "auto":
+    detected = source == "auto"
+    if detected:
         source = await _document_language(upload, registry, target, files_of(request))
-    model = _check_languages(registry, source, target)
+    # a document found in the target language comes back as it came (no route)
+    found_in_target = detected and same_language(registry, source, target) is not None
+    route = None if found_in_target else _check_languages(registry, source, target)
     given = _form_glossary(form.get("glossary"))
-    terms = await terms_for(model, given, request.app.state.glossary)
+    if route is not None:
+        check_glossary_route(route, given)
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
+    glossary = request.app.state.glossary
     async with files.turns:
-        stored = await _translate(data, name, fmt, model, registry, terms)
+        stored = data
+        legs = route.legs if route is not None else ()
+        for leg, model_name in enumerate(legs):  # through a pivot: translated again
+            stored = await _translate(stored, name, fmt, model_name, registry, given, glossary, leg)
         key = await run_in_threadpool(
             files.store.put,
             stored,
             fmt.extensions[0],
-            translated_name(name, model.languages[1]),
+            translated_name(name, target),
             fmt.media_type,
         )
     asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
@@ -384,17 +406,31 @@ def _form_glossary(value) -> dict | None:
 
 
 async def _translate(
-    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms
+    data: bytes, name: str, fmt, model_name: str, registry: Registry, given, glossary, leg: int
 ) -> bytes:
+    """The document ``data`` translated by model ``model_name`` (loaded if it is not, and
+    held meanwhile); ``leg`` 1: the document a pivot's first model wrote, read within
+    ``PIVOT_GROWTH`` times the upload's limits."""
+    async with registry.holding(model_name) as model:
+        terms = await terms_for(model, given, glossary)
+        return await translate_document(data, name, fmt, model, registry, terms, leg)
+
+
+async def translate_document(
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms, leg: int = 0
+) -> bytes:
+    """The document ``data`` (a file called ``name`` of format ``fmt``) translated by
+    ``model`` with ``terms``: the translated file's bytes (400 for a file that cannot be
+    read). LibreTranslate's /translate_file and DeepL's /v2/document both call it."""
     config = registry.config
-    limits = _limits(config)
+    read_within = limits(config, PIVOT_GROWTH if leg else 1)
     limit = model.max_text_tokens
 
     def fits(text: str) -> bool:
         return model.token_counts([text])[0] <= limit
 
     def read():
-        opened = documents.read(data, name, limits)
+        opened = documents.read(data, name, read_within)
         return opened, documents.sentences(opened, fits, config.kept), documents.aligned(opened)
 
     try:

@@ -11,6 +11,7 @@ import codecs
 import json
 import re
 import string
+import sys
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -261,8 +262,10 @@ def parse_json(body: bytes) -> Any:
     except json.JSONDecodeError as e:
         message = f"body: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
         raise ServeError(400, message, "body") from None
-    except ValueError as e:  # an integer past Python's limit of digits
-        raise ServeError(400, f"body: not valid JSON ({e})", "body") from None
+    except ValueError:  # an integer past Python's limit of digits (its message: Python's advice)
+        limit = sys.get_int_max_str_digits()
+        message = f"body: a number in the JSON body is too long (over {limit} digits)"
+        raise ServeError(400, message, "body") from None
     except RecursionError:
         message = f"body: JSON nested too deeply; at most {MAX_DEPTH} levels"
         raise ServeError(400, message, "body") from None
@@ -391,7 +394,7 @@ async def libretranslate_body(
         raise ServeError(400, "Invalid JSON format", "body")
     for name, field in schema.model_fields.items():  # LibreTranslate's words for a missing one
         if not (field.is_required() or (name in ("source", "target") and name in data)):
-            continue  # absent: its default (source "auto")
+            continue  # absent: its default
         value = data.get(name)
         if name == "q" and isinstance(value, list) and "" in value and not empty_q:
             value = ""  # a list with an empty text: nothing to detect in it

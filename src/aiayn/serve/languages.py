@@ -1,7 +1,8 @@
-"""Which languages the server translates, and which model answers a LibreTranslate request:
-the languages it lists, a text's language found among them (``aiayn.serve.detect``) under
-``source: "auto"``, the model of a pair, and LibreTranslate's refusals of the rest (its
-status codes and messages)."""
+"""Which languages the server translates, and how a LibreTranslate request's texts reach
+their target: the languages it lists, each text's language found among them
+(``aiayn.serve.detect``) under ``source: "auto"``, and the route from that language to the
+target (``aiayn.serve.pairs``: a pair served directly or through a pivot), or none where a
+text comes back as it came."""
 
 from __future__ import annotations
 
@@ -11,21 +12,22 @@ from aiayn.serve.access import Caller
 from aiayn.serve.detect import detect
 from aiayn.serve.errors import ServeError
 from aiayn.serve.inputs import LANGUAGE_NAMES, texts_of
-from aiayn.serve.models import ServedModel
-from aiayn.serve.registry import Registry
+from aiayn.serve.pairs import Route, pick_route
+from aiayn.serve.registry import Entry, Registry
 
 
-def translators(registry: Registry) -> list[ServedModel]:
-    """The translators with known languages, once the models are loaded."""
+def translators(registry: Registry) -> list[Entry]:
+    """The translators with known languages (loaded or not), once the server is ready."""
     registry.require_ready()
-    return [m for m in registry.models.values() if m.is_translator and m.languages]
+    return [e for e in registry.entries.values() if e.is_translator and e.languages]
 
 
 def served_languages(registry: Registry) -> list[str]:
     """Every language a translator here reads or writes, in ``/languages``' order: what
     ``/detect`` and ``source: "auto"`` tell apart (as LibreTranslate detects among the
     languages it has installed)."""
-    return list(dict.fromkeys(code for m in translators(registry) for code in m.languages))
+    registry.require_ready()
+    return list(registry.pairs.codes)
 
 
 def language_name(code: str) -> str:
@@ -42,37 +44,18 @@ def same_language(registry: Registry, source: str, target: str) -> str | None:
     return None
 
 
-def pick_translator(registry: Registry, source: str, target: str) -> ServedModel:
-    """The model translating ``source`` into ``target`` ('auto': the only one into it, where
-    no language could be detected); LibreTranslate's answers for a language not served and
-    a pair not served."""
-    served = translators(registry)
-    codes = {code for m in served for code in m.languages}
-    for code in (source, target):
-        if code not in codes and not (code == source == "auto"):
-            raise ServeError(
-                400, f"{code} is not supported", "source" if code == source else "target"
-            )
-    fits = [m for m in served if m.languages[1] == target and source in ("auto", m.languages[0])]
-    if not fits:
-        raise ServeError(
-            400,
-            f"{language_name(target)} ({target}) is not available as a target language from "
-            f"{language_name(source)} ({source})",
-            "target",
-        )
-    sources = list(dict.fromkeys(m.languages[0] for m in fits))
-    if source == "auto" and len(sources) > 1:
-        raise ServeError(
-            400,
-            f"source: 'auto' cannot choose among {', '.join(sources)} (no language was "
-            "found in the text); name the source",
-            "source",
-        )
-    return fits[0]
+def route_for(registry: Registry, source: str | None, target: str) -> Route | None:
+    """The route translating ``source`` into ``target`` (``pick_route``: direct or through a
+    pivot; LibreTranslate's 400 where there is none), or None where a text comes back as it
+    came: it is in ``target`` already, or has nothing to translate (``source`` None)."""
+    if source is None or same_language(registry, source, target) is not None:
+        return None
+    return pick_route(registry, source, target)
 
 
-async def detected_sources(req, registry: Registry, caller: Caller, texts: list[str]) -> list:
+async def detected_sources(
+    req, registry: Registry, caller: Caller, texts: list[str]
+) -> list[tuple[str, float]]:
     """Each text's language and confidence (``aiayn.serve.detect``) among the languages this
     server lists, for a target it serves; the words of an HTML text, not its markup."""
     candidates = served_languages(registry)
@@ -94,10 +77,14 @@ async def detected_sources(req, registry: Registry, caller: Caller, texts: list[
     return await run_in_threadpool(detect, texts, candidates)
 
 
-def model_for(registry: Registry, source: str | None, target: str) -> ServedModel | None:
-    """The model translating ``source`` into ``target`` (``pick_translator``), or None where
-    a text comes back as it came: it is in ``target`` already, or has nothing to translate
-    (``source`` None)."""
-    if source is None or same_language(registry, source, target) is not None:
-        return None
-    return pick_translator(registry, source, target)
+async def detected_source(registry: Registry, text: str, target: str) -> str:
+    """The language ``text`` is in among the served ones, for a pair into ``target`` (what
+    ``/suggest`` stores for ``source`` "auto"): the one found where it translates into
+    ``target``; else (none found, or ``target`` itself) the one source that does
+    (``pick_route``'s 'auto')."""
+    candidates = served_languages(registry)
+    if target in candidates:
+        ((found, confidence),) = await run_in_threadpool(detect, [text], candidates)
+        if confidence > 0 and found != target:
+            return pick_route(registry, found, target).source
+    return pick_route(registry, "auto", target).source

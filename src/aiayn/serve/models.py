@@ -21,6 +21,12 @@ from aiayn.infer.classify import classifier_labels
 from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 
 
+def default_name(path: Path) -> str:
+    """The directory's name; a run's ``model/`` directory takes the run's name."""
+    path = path.resolve()
+    return path.parent.name if path.name == "model" else path.name
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a served model lives and what it is called; ``languages`` overrides run.json;
@@ -45,6 +51,54 @@ class ModelSpec:
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
     return _opened(spec)[0].config.family
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a served model's directory says before its weights load: enough to list it, to
+    route requests to it by name or by language pair, and to check the server's glossary
+    for it (``model_facts``)."""
+
+    family: str
+    languages: tuple[str, ...] | None
+    labels: tuple[str, ...] | None  # a classifier's class names
+    vocab_size: int
+    max_len: int
+    quantization: str | None  # as it will load: --quantize's, or the directory's own
+    created: int  # when the weights were written (Unix time), OpenAI's "created"
+
+    @property
+    def is_translator(self) -> bool:
+        return self.family == "encoder-decoder"
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.family == "encoder-only" and bool(self.labels)
+
+
+def model_facts(spec: ModelSpec) -> ModelFacts:
+    """``spec``'s directory checked as ``check_spec`` checks it, and what it says of the
+    model (its languages: ``--languages``, else a translator's run.json ``data.src_lang`` and
+    ``data.tgt_lang``, as ``Translator.languages`` reads them)."""
+    directory = _opened(spec)[0]
+    config = directory.config
+    labels = None
+    if kind(config) == "encoder-only classifier":
+        labels = tuple(classifier_labels(directory, config.n_classes))
+    languages = spec.languages
+    data = directory.run.get("data", {})
+    if languages is None and config.family == "encoder-decoder" and "src_lang" in data:
+        if data.get("task", "translation") == "translation":
+            languages = (data["src_lang"], data["tgt_lang"])
+    return ModelFacts(
+        family=config.family,
+        languages=None if languages is None else tuple(languages),
+        labels=labels,
+        vocab_size=config.vocab_size,
+        max_len=config.max_len,
+        quantization=spec.quantize or directory.quantization,
+        created=int((Path(spec.path) / WEIGHTS_FILE).stat().st_mtime),
+    )
 
 
 def _opened(spec: ModelSpec) -> list[ModelDir]:
@@ -154,8 +208,10 @@ class ServedModel:
             "engines": self.engines,  # under --engine auto: greedy, beam search, the rest
             "device": str(self.api.device),
             "dtype": self.api.dtype,
-            "path": str(self.path),
-            "ensemble": [str(p) for p in (self.path, *self.members)] if self.members else None,
+            # the members' names, never the host's directories (this route takes no key)
+            "ensemble": [default_name(p) for p in (self.path, *self.members)]
+            if self.members
+            else None,
         }
 
     # --- run on the worker thread -------------------------------------------------------
@@ -214,4 +270,4 @@ class ServedModel:
         return stream.text, len(stream.tokens), stream.finish_reason
 
 
-__all__ = ["CompletionText", "ModelSpec", "ServedModel", "check_spec"]
+__all__ = ["CompletionText", "ModelFacts", "ModelSpec", "ServedModel", "check_spec", "model_facts"]

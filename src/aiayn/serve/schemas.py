@@ -65,7 +65,7 @@ class LibreTranslateRequest(BaseModel):
     """LibreTranslate's ``/translate`` body (JSON or form-encoded)."""
 
     q: Texts = Field(description="text to translate, or a list of texts")
-    source: str = Field("auto", description="source language code, or 'auto'")
+    source: str = Field(description="source language code, or 'auto'")
     target: str = Field(description="target language code")
     format: Literal["text", "html"] | None = Field("text", description="null: text")
     alternatives: Int = Field(0, ge=0, description="alternative translations per text")

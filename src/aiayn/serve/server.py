@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import importlib
 import logging
-import re
 import signal
 import socket
 import sys
@@ -21,16 +20,11 @@ import uvicorn
 from aiayn.serve.access import AccessConfig
 from aiayn.serve.app import create_app
 from aiayn.serve.config import FrontendConfig, ServeConfig
-from aiayn.serve.models import ModelSpec, check_spec
+from aiayn.serve.models import ModelSpec, check_spec, default_name
 from aiayn.serve.protocol import MAX_HEAD_BYTES, protocol_class
+from aiayn.serve.redact import redact_target
 
 log = logging.getLogger("aiayn.serve")
-
-
-def default_name(path: Path) -> str:
-    """The directory's name; a run's ``model/`` directory takes the run's name."""
-    path = path.resolve()
-    return path.parent.name if path.name == "model" else path.name
 
 
 def model_specs(
@@ -145,23 +139,15 @@ def http_stack() -> str:
     return f"{parser} on {'uvloop' if imports('uvloop') else 'asyncio'}"
 
 
-_KEY_IN_QUERY = re.compile(r"((?:^|[?&;])api(?:_|%5f)key=)[^&;# ]*", re.IGNORECASE)
-
-
-def redact_keys(path: str) -> str:
-    """A request target as the access log writes it: an ``api_key`` in its query string
-    (LibreTranslate's clients may send one there) replaced by ``REDACTED``."""
-    return _KEY_IN_QUERY.sub(r"\1REDACTED", path)
-
-
 class RedactKeys(logging.Filter):
     """On uvicorn's access log, whose record's arguments are (client, method, target,
-    HTTP version, status): no API key written to the log."""
+    HTTP version, status): no API key written to the log, in any spelling of its name that
+    the access check reads (``redact_target``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
-            record.args = (*args[:2], redact_keys(args[2]), *args[3:])
+            record.args = (*args[:2], redact_target(args[2]), *args[3:])
         return True
 
 

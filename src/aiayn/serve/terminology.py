@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from aiayn.data.terminology import Glossary, GlossaryError, Terms, term_key, term_table
 from aiayn.serve.errors import ServeError
 from aiayn.serve.models import ServedModel
+from aiayn.serve.redact import without_paths
 
 
 def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary | None):
@@ -29,7 +30,8 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
             return glossary.terms(*pair) if served else None  # made once a pair
         server = glossary.table(*pair) if served else {}
     except GlossaryError as e:
-        raise ServeError(500, f"the server's glossary: {e}", "glossary") from None
+        message = f"the server's glossary: {without_paths(str(e))}"  # its name, not its path
+        raise ServeError(500, message, "glossary") from None
     if model.engines["other"] == "ctranslate2":  # aiayn serve --engine ctranslate2
         raise ServeError(
             422,
@@ -53,11 +55,12 @@ async def terms_for(model: ServedModel, given: Mapping | None, glossary: Glossar
     return request_terms(model, given, glossary)
 
 
-def check_glossary(glossary: Glossary, model: ServedModel) -> None:
-    """The server's ``glossary`` usable for ``model``'s languages (a term given two targets
-    there fails the start, naming its file and line); other pairs are not its concern. Its
-    terms are made now, as the model loads (100,000 terms' expression takes seconds: the
-    first request would have made them on the event loop)."""
+def check_glossary(glossary: Glossary, model) -> None:
+    """The server's ``glossary`` usable for ``model``'s languages (a served model, loaded or
+    not: its registry entry; a term given two targets there fails the start, naming its file
+    and line); other pairs are not its concern. Its terms are made now, at start (100,000
+    terms' expression takes seconds: the first request would have made them on the event
+    loop)."""
     if model.is_translator and model.languages:
         pair = tuple(code.lower() for code in model.languages)
         if pair in glossary.pairs:

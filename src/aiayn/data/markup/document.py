@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from xml.etree import ElementTree
 
+from aiayn.data.markup.elements import HTML, Tags
 from aiayn.data.markup.placement import write
 from aiayn.data.markup.segments import Segment, collect
 from aiayn.data.terminology import placeholders
@@ -24,17 +25,19 @@ Translations = Sequence[tuple[str, Sequence[tuple[int, int]]]]
 
 class Document:
     """A tree (``root``): its ``segments`` to translate, ``write`` or ``render`` to put their
-    translations back."""
+    translations back; ``tags``: which of its elements break sentences or are never
+    translated, over the HTML rules (``aiayn.data.markup.elements.Tags``)."""
 
     def __init__(
         self,
         root: ElementTree.Element,
         serialize: Callable[[ElementTree.Element], str] | None = None,
+        tags: Tags = HTML,
     ) -> None:
         self.root = root
         self._serialize = serialize
         self.segments: list[Segment] = []
-        collect(root, self.segments)
+        collect(root, self.segments, tags=tags)
 
     def write(self, translations: Translations) -> ElementTree.Element:
         """The tree with segment i's text replaced by ``translations[i]``: (target text, its

@@ -14,6 +14,7 @@ from aiayn import documents
 from aiayn.data.passages import Passages
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded, guard_request
+from aiayn.serve.config import FrontendConfig
 from aiayn.serve.detect import detect as detect_languages
 from aiayn.serve.detect import ranked
 from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
@@ -24,23 +25,24 @@ from aiayn.serve.inputs import (
     libretranslate_body,
     texts_of,
 )
-from aiayn.serve.languages import (  # pick_translator, translators: also imported from here
+from aiayn.serve.languages import (  # translators: also imported from here
+    detected_source,
     detected_sources,
     language_name,
-    model_for,
-    pick_translator,
+    route_for,
     served_languages,
     translators,
 )
 from aiayn.serve.models import ServedModel
-from aiayn.serve.registry import Registry
+from aiayn.serve.pairs import Hypotheses, Route, check_glossary_route, pick_route, pivoted
+from aiayn.serve.registry import Entry, Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
 from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
-__all__ = ["TranslateLane", "pick_translator", "router", "translation", "translators"]
+__all__ = ["TranslateLane", "frontend_languages", "router", "translation", "translators"]
 
 
 def supported_file_formats(config) -> list[str]:
@@ -51,17 +53,14 @@ def supported_file_formats(config) -> list[str]:
 
 @router.get("/languages")
 async def languages(registry: Models):
-    """LibreTranslate's language list: every language with the targets it translates to
-    (itself among them, as LibreTranslate lists it)."""
-    pairs = [m.languages for m in translators(registry)]
-    codes = served_languages(registry)
+    """LibreTranslate's language list: every language with the targets it translates to,
+    directly or through a pivot language (``aiayn.serve.pairs``), itself among them, as
+    LibreTranslate lists them."""
+    registry.require_ready()
+    pairs = registry.pairs
     return [  # every language its own target too: a text in it comes back as it is
-        {
-            "code": code,
-            "name": language_name(code),
-            "targets": list(dict.fromkeys([code, *(t for src, t in pairs if src == code)])),
-        }
-        for code in codes
+        {"code": code, "name": language_name(code), "targets": pairs.targets(code)}
+        for code in pairs.codes
     ]
 
 
@@ -80,23 +79,23 @@ async def detect(request: Request, registry: Models, caller: Guarded):
     return [{"language": code, "confidence": c} for code, c in ranked(texts, found)]
 
 
-def libretranslate_texts(value: str | list[str], caller: Caller) -> list[str]:
-    """The texts of ``q`` within the batch and character limits, refused in LibreTranslate's
-    words."""
+def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q") -> list[str]:
+    """The texts of ``field`` within the batch and character limits, refused in
+    LibreTranslate's words."""
     config = caller.config
     texts = [value] if isinstance(value, str) else list(value)
     if len(texts) > config.max_texts:
         raise ServeError(
             400,
             f"Invalid request: request ({len(texts)}) exceeds text limit ({config.max_texts})",
-            "q",
+            field,
         )
     for text in texts:
         if len(text) > config.max_chars:
             raise ServeError(
                 400,
                 f"Invalid request: request ({len(text)}) exceeds text limit ({config.max_chars})",
-                "q",
+                field,
             )
     return texts
 
@@ -111,7 +110,11 @@ async def libretranslate(request: Request, registry: Models, caller: Guarded):
 
 
 async def translation(request: Request, registry: Registry, caller: Caller) -> dict:
-    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body)."""
+    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body).
+    The texts are grouped by their source language (under 'auto' each text's own, detected;
+    a text without words in none), each group translated along its route (``pick_route``:
+    directly or through a pivot); a group in the target language, or in none, comes back as
+    it came."""
     req = await libretranslate_body(request, s.LibreTranslateRequest, empty_q=True)
     if is_form(request.scope):  # a text area's lines end "\r\n": "\n", as LibreTranslate reads them
         q = (
@@ -131,101 +134,148 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         raise ServeError(400, message, "alternatives")
     if req.source == "auto":
         found = await detected_sources(req, registry, caller, texts)
-        # a text no language was found for (one without words) comes back as it came
+        # a text no language was found in (one without words) comes back as it came
         sources = [code if confidence > 0 else None for code, confidence in found]
     else:
         found, sources = None, [req.source] * len(texts)
     groups: dict[str | None, list[int]] = {}
     for i, source in enumerate(sources):
         groups.setdefault(source, []).append(i)
-    # every group's model found (or refused) before any translates
-    models = [model_for(registry, source, req.target) for source in groups]
-    done = await asyncio.gather(
-        *(
-            _from(request, registry, caller, req, model, texts, indices)
-            for model, indices in zip(models, groups.values(), strict=True)
-        )
-    )
-    outputs: list = [None] * len(texts)
-    for indices, results in zip(groups.values(), done, strict=True):
-        for i, result in zip(indices, results, strict=True):
-            outputs[i] = result
+    # every group's route found (or refused) before any translates
+    routes = [route_for(registry, source, req.target) for source in groups]
+    for route in routes:
+        if route is not None:
+            check_glossary_route(route, req.glossary)
+    if req.format == "html":
+        if req.prefix:
+            raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
+        texts_of(req.q, "q", caller)  # the whole markup within --max-chars
+    else:
+        check_prefix(req.prefix, registry.config)
+    glossary = request.app.state.glossary
     single = isinstance(req.q, str)
-    body: dict = {"translatedText": outputs[0][0] if single else [t for t, _ in outputs]}
-    if req.alternatives:
-        body["alternatives"] = outputs[0][1] if single else [a for _, a in outputs]
+    # each text's hypotheses ((text, score), best first); None: as it came
+    outputs: list[Hypotheses | None] = [None] * len(texts)
+    for route, indices in zip(routes, groups.values(), strict=True):
+        if route is None:
+            continue
+        part = [texts[i] for i in indices]
+        if req.format == "html":
+            names = ["q"] if single else [f"q[{i}]" for i in indices]
+            pages = await _html_route(registry, route, part, names, req.glossary, glossary)
+            done = [[(page, 0.0)] for page in pages]  # no alternatives for a page
+        else:
+            done = await _text_route(
+                registry, route, part, 1 + req.alternatives, req.prefix, req.glossary, glossary
+            )
+        for i, hypotheses in zip(indices, done, strict=True):
+            outputs[i] = hypotheses
+    best = [text if hs is None else hs[0][0] for text, hs in zip(texts, outputs, strict=True)]
+    body: dict = {"translatedText": best[0] if single else best}
+    if req.alternatives:  # none for a page (as LibreTranslate answers) or a text as it came
+        others = [
+            [] if hs is None else _unique([t for t, _ in hs[1:]], best[i])
+            for i, hs in enumerate(outputs)
+        ]
+        body["alternatives"] = others[0] if single else others
     if found is not None:
         guesses = [{"language": code, "confidence": c} for code, c in found]
         body["detectedLanguage"] = guesses[0] if single else guesses
     return body
 
 
-async def _from(
-    request: Request,
+async def _text_route(
     registry: Registry,
-    caller: Caller,
-    req,
-    model: ServedModel | None,
+    route: Route,
     texts: list[str],
-    indices: list[int],
-) -> list[tuple[str, list[str]]]:
-    """(translation, alternatives) of ``texts`` at ``indices`` by ``model`` (None: as they
-    came, without alternatives)."""
+    nbest: int,
+    prefix: str,
+    given,
+    glossary,
+) -> list[Hypotheses]:
+    """Each of ``texts``' ``nbest`` hypotheses along ``route``: after the first leg, then
+    through the pivot each of them translated again (``pivoted``); ``prefix`` begins the
+    last leg's translation, ``given`` (a request's glossary) applies to a direct pair."""
+    last = len(route.legs) - 1
+    ranked = await _text_leg(
+        registry, route.legs[0], texts, nbest, prefix if last == 0 else "", given, glossary
+    )
+    if route.pivot is not None:
+        between = [_unique_hypotheses(hs) for hs in ranked]
+        flat = [text for hs in between for text, _ in hs]
+        again = await _text_leg(registry, route.legs[1], flat, nbest, prefix, None, glossary)
+        ranked = pivoted(between, again, nbest)
+    return ranked
+
+
+async def _text_leg(
+    registry: Registry,
+    name: str,
+    texts: list[str],
+    nbest: int,
+    prefix: str,
+    given,
+    glossary,
+) -> list[Hypotheses]:
+    """``texts`` translated by model ``name`` (loaded if it is not, and held meanwhile),
+    line by line and sentence by sentence: each text's ``nbest`` hypotheses, hypothesis k
+    each sentence's k-th (its last where it has fewer) joined, as LibreTranslate joins them,
+    scored by the sum of its sentences' scores (as Argos Translate sums them)."""
     config = registry.config
-    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in indices]
-    texts = [texts[i] for i in indices]
-    if model is None:
-        check_prefix(req.prefix, config)
-        return [(text, []) for text in texts]
-    terms = await terms_for(model, req.glossary, request.app.state.glossary)
-    if req.format == "html":
-        pages = await _translate_html(req, texts, names, model, registry, caller, terms)
-        return [(page, []) for page in pages]  # no alternatives for a page, as LibreTranslate
-    check_prefix(req.prefix, config)
-    nbest = 1 + req.alternatives
-    if config.kept:  # kept spans looked for in every line: off the event loop
-        passages = await run_in_threadpool(_sentences, model, texts, config.kept)
-    else:
-        passages = _sentences(model, texts)
-    options = dict(beam=max(config.beam, nbest), nbest=nbest)
+    async with registry.holding(name) as model:
+        terms = await terms_for(model, given, glossary)
+        if config.kept:  # kept spans looked for in every line: off the event loop
+            passages = await run_in_threadpool(_sentences, model, texts, config.kept)
+        else:
+            passages = _sentences(model, texts)
+        options = dict(beam=max(config.beam, nbest), nbest=nbest)
 
-    async def decode(items: list[str], prefix: str) -> list:
-        if not items:
-            return []
-        return await registry.run(
-            model,
-            items,
-            lambda items: model.translate(  # texts only
+        async def decode(items: list[str], prefix: str) -> list:
+            if not items:
+                return []
+            return await registry.run(
+                model,
                 items,
-                scores=False,
-                prefix=prefixes(prefix, items),
-                glossary=terms,
-                keep=config.kept,
-                **options,
-            ),
-            ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
-        )
+                lambda items: model.translate(  # texts only
+                    items,
+                    scores=False,
+                    prefix=prefixes(prefix, items),
+                    glossary=terms,
+                    keep=config.kept,
+                    **options,
+                ),
+                ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
+            )
 
-    sentences = passages.texts
-    if req.prefix:  # the translation of each text begins with it: its first sentence's
-        heads = [i for i, first in enumerate(passages.first) if first]
-        rest = [i for i, first in enumerate(passages.first) if not first]
-        decoded = await asyncio.gather(
-            decode([sentences[i] for i in heads], req.prefix),
-            decode([sentences[i] for i in rest], ""),
-        )
-        results: list = [None] * len(sentences)
-        for found, translated in zip((heads, rest), decoded, strict=True):
-            for i, t in zip(found, translated, strict=True):
-                results[i] = t
-    else:
-        results = await decode(sentences, "")
-    hypotheses = [[h.text for h in t.hypotheses] or [""] for t in results]
-    best = passages.join([h[0] for h in hypotheses])
-    # alternative k: each sentence's k-th hypothesis (its last where it has fewer), as
-    # LibreTranslate joins them; none equal to the translation or to another
-    ranked = [passages.join([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(1, nbest)]
-    return [(best[i], _unique([r[i] for r in ranked], best[i])) for i in range(len(texts))]
+        sentences = passages.texts
+        if prefix:  # the translation of each text begins with it: its first sentence's
+            heads = [i for i, first in enumerate(passages.first) if first]
+            rest = [i for i, first in enumerate(passages.first) if not first]
+            decoded = await asyncio.gather(
+                decode([sentences[i] for i in heads], prefix),
+                decode([sentences[i] for i in rest], ""),
+            )
+            results: list = [None] * len(sentences)
+            for indices, found in zip((heads, rest), decoded, strict=True):
+                for i, t in zip(indices, found, strict=True):
+                    results[i] = t
+        else:
+            results = await decode(sentences, "")
+    hypotheses = [[(h.text, h.score) for h in t.hypotheses] or [("", 0.0)] for t in results]
+    joined = []
+    for k in range(nbest):
+        kth = [h[min(k, len(h) - 1)] for h in hypotheses]
+        scores = [0.0] * len(texts)
+        for i, (_, score) in zip(passages.passage, kth, strict=True):
+            scores[i] += score
+        joined.append(list(zip(passages.join([text for text, _ in kth]), scores, strict=True)))
+    return [[joined[k][i] for k in range(nbest)] for i in range(len(texts))]
+
+
+def _unique_hypotheses(hypotheses: Hypotheses) -> Hypotheses:
+    """``hypotheses`` without a text repeated (the first kept)."""
+    seen: set[str] = set()
+    return [h for h in hypotheses if not (h[0] in seen or seen.add(h[0]))]
 
 
 def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = None) -> Passages:
@@ -260,36 +310,96 @@ def _unique(texts: list[str], translation: str) -> list[str]:
 @router.get("/frontend/settings")
 async def frontend_settings(request: Request, registry: Models):
     """LibreTranslate's settings for its web page: limits, whether keys and suggestions are
-    on, the file formats, the languages its page starts with."""
+    on, the file formats, the languages its page starts with (``frontend_languages``)."""
     gate, frontend = request.app.state.gate, request.app.state.frontend
-    served = translators(registry)
-    source, target = served[0].languages if served else ("auto", "auto")
+    source, target = frontend_languages(
+        translators(registry), frontend, request.headers.get("accept-language", "")
+    )
     formats = supported_file_formats(registry.config)
     return {
         "charLimit": registry.config.max_chars,
         "frontendTimeout": frontend.frontend_timeout,
-        "apiKeys": gate.access.api_keys,
-        "keyRequired": gate.access.api_keys,
+        "apiKeys": gate.keys is not None,  # a key may be given (a database is read)
+        "keyRequired": gate.access.checks_keys,
         "suggestions": frontend.suggestions,
         "filesTranslation": bool(formats),
         "supportedFilesFormat": formats,
         "language": {
-            "source": {"code": source, "name": language_name(source)},
+            "source": {
+                "code": source,
+                "name": "Auto Detect" if source == "auto" else language_name(source),
+            },
             "target": {"code": target, "name": language_name(target)},
         },
     }
 
 
+def frontend_languages(
+    served: list[Entry], frontend: FrontendConfig, accept_language: str
+) -> tuple[str, str]:
+    """The (source, target) a page starts with, from ``--frontend-language-source`` and
+    ``-target``: a served code as given (with a source given, a target it translates into),
+    "locale" the browser's first language served (``accept_language``), "auto" as given
+    (each text's language is detected among the served ones, as LibreTranslate's "auto"
+    is); anything else the first translator's, as LibreTranslate falls back to its first
+    languages."""
+    if not served:
+        return "auto", "auto"
+    pairs = [m.languages for m in served]
+    source = frontend.frontend_language_source
+    fixed = source if any(s == source for s, _ in pairs) else None
+    targets = list(dict.fromkeys(t for s, t in pairs if fixed in (None, s)))
+    wanted = frontend.frontend_language_target
+    if wanted == "locale":
+        wanted = next((c for c in accepted_languages(accept_language, targets)), "")
+    target = wanted if wanted in targets else (targets[0] if fixed else pairs[0][1])
+    if fixed or source == "auto":
+        return fixed or "auto", target
+    return next(s for s, t in pairs if t == target), target
+
+
+def accepted_languages(header: str, codes: list[str]) -> list[str]:
+    """The ``codes`` an Accept-Language ``header`` names, most wanted first (its q values;
+    "de-CH" names "de" too, after "de-ch" itself)."""
+    ranked = []
+    for i, part in enumerate(header.split(",")[:32]):  # a browser sends a few
+        tag, *params = (field.strip() for field in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if tag and q > 0:
+            ranked.append((-q, i, tag.lower()))
+    found = []
+    for _, _, tag in sorted(ranked):
+        for code in (tag, tag.split("-")[0]):
+            if code in codes and code not in found:
+                found.append(code)
+    return found
+
+
 @router.post("/suggest", openapi_extra=form_or_json(s.SuggestRequest))
-async def suggest(request: Request, caller: Guarded):
-    """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite), 403 without."""
+async def suggest(request: Request, registry: Models, caller: Guarded):
+    """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite, the newest
+    ``--suggestions-max-rows``), 403 without. ``q`` and ``s`` are texts within the limits of
+    ``/translate``'s; ``source`` and ``target`` a pair this server translates, refused in
+    ``/translate``'s words (``source`` 'auto' is stored as the language ``q`` is found in,
+    ``detected_source``)."""
     store = request.app.state.suggestions
     if store is None:
         raise ServeError(403, "Suggestions are disabled on this server.")
     req = await libretranslate_body(request, s.SuggestRequest)
     for name in ("q", "s"):
-        texts_of(getattr(req, name), name, caller)
-    await run_in_threadpool(store.add, req.q, req.s, req.source, req.target)
+        libretranslate_texts(getattr(req, name), caller, name)
+    if req.source == "auto":
+        source = await detected_source(registry, req.q, req.target)
+    else:
+        source = pick_route(registry, req.source, req.target).source
+    await run_in_threadpool(store.add, req.q, req.s, source, req.target)
     return {"success": True}
 
 
@@ -299,45 +409,54 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-async def _translate_html(
-    req,
-    documents: list[str],
-    names: list[str],
-    model: ServedModel,
-    registry: Registry,
-    caller: Caller,
-    terms,
+async def _html_route(
+    registry: Registry, route: Route, pages: list[str], names: list[str], given, glossary
 ) -> list[str]:
-    """``format`` "html": each of ``documents`` (texts of ``q``, called ``names`` in errors) a
+    """``format`` "html": each of ``pages`` (texts of ``q``, called ``names`` in errors) a
     page or fragment, its text translated sentence by sentence and its markup kept
-    (``aiayn.data.markup``). ``--max-chars`` bounds each document, markup included (as
+    (``aiayn.data.markup``) along ``route``: through a pivot, the pages in the pivot
+    language translated again. ``--max-chars`` bounds each document, markup included (as
     LibreTranslate's character limit does)."""
+    for name in route.legs:
+        pages = await _html_leg(registry, name, pages, names, given, glossary)
+    return pages
+
+
+async def _html_leg(
+    registry: Registry, name: str, pages: list[str], names: list[str], given, glossary
+) -> list[str]:
+    """``pages`` (HTML) translated by model ``name`` (loaded if it is not, and held
+    meanwhile), their markup placed by each sentence's word alignment."""
     from aiayn.data import markup
 
     config = registry.config
-    if req.prefix:
-        raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
-    texts_of(req.q, "q", caller)  # the whole markup within --max-chars
-    limit = model.max_text_tokens
+    async with registry.holding(name) as model:
+        terms = await terms_for(model, given, glossary)
+        limit = model.max_text_tokens
 
-    def fits(text: str) -> bool:
-        return model.token_counts([text])[0] <= limit
+        def fits(text: str) -> bool:
+            return model.token_counts([text])[0] <= limit
 
-    try:
-        sentences = await run_in_threadpool(markup.read, documents, names, fits, config.kept)
-    except markup.MarkupError as e:
-        raise ServeError(400, str(e), "q") from None
-    options = dict(beam=config.beam)
-    results = []
-    if sentences.texts:  # a document may hold no text at all
-        results = await registry.run(
-            model,
-            sentences.texts,
-            lambda items: model.translate(
-                items, scores=False, alignment=True, glossary=terms, keep=config.kept, **options
-            ),
-            ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
-        )
+        try:
+            sentences = await run_in_threadpool(markup.read, pages, names, fits, config.kept)
+        except markup.MarkupError as e:
+            raise ServeError(400, str(e), "q") from None
+        options = dict(beam=config.beam)
+        results = []
+        if sentences.texts:  # a document may hold no text at all
+            results = await registry.run(
+                model,
+                sentences.texts,
+                lambda items: model.translate(
+                    items,
+                    scores=False,
+                    alignment=True,
+                    glossary=terms,
+                    keep=config.kept,
+                    **options,
+                ),  # fmt: skip
+                ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
+            )
     return sentences.render([(t.text, t.alignment or ()) for t in results])
 
 

@@ -48,7 +48,7 @@ async def health(registry: Models):
     if registry.ready.is_set():
         return {"status": "ok"}  # LibreTranslate's answer; the models: /v1/models
     if registry.error:
-        return JSONResponse({"status": "failed", "error": registry.error}, 500)
+        return JSONResponse({"status": "failed", "error": registry.shown_error}, 500)
     return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "2"})
 
 
@@ -57,15 +57,16 @@ metrics_router = APIRouter()  # with --metrics
 
 @metrics_router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request, registry: Models):
-    """Prometheus' text format; behind ``--metrics-auth-token`` when given."""
-    check_metrics_token(request, request.app.state.gate.access.metrics_auth_token)
+    """Prometheus' text format: to ``--metrics-auth-token``'s holder, or to anyone with
+    ``--metrics-open`` (401 otherwise)."""
+    check_metrics_token(request, request.app.state.gate.access)
     return Response(generate_latest(registry.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.post("/v1/translate", response_model=s.TranslateResponse)
 async def translate(req: s.TranslateRequest, request: Request, registry: Models, caller: Guarded):
     """n-best translations with their scores (greedy search when ``beam`` is 1: no score)."""
-    model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
+    model = await registry.pick(req.model, TRANSLATOR, "/v1/translate")
     texts = texts_of(req.text, "text", caller)
     check_beam(req.beam, registry.config)
     offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
@@ -114,7 +115,7 @@ def prefixes(prefix: str, items: list[str]) -> list[str] | None:
 @router.post("/v1/attention", response_model=s.AttentionResponse)
 async def attention(req: s.AttentionRequest, registry: Models, caller: Guarded):
     """One sentence's translation with every layer's and head's attention weights."""
-    model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
+    model = await registry.pick(req.model, TRANSLATOR, "/v1/attention")
     texts_of(req.text, "text", caller)
     check_beam(req.beam, registry.config)
     offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
@@ -145,7 +146,7 @@ async def attention(req: s.AttentionRequest, registry: Models, caller: Guarded):
 @router.post("/v1/classify", response_model=s.ClassifyResponse)
 async def classify(req: s.ClassifyRequest, registry: Models, caller: Guarded):
     """Class probabilities of each text under a classifier."""
-    model = registry.pick(req.model, ENCODER, "/v1/classify")
+    model = await registry.pick(req.model, ENCODER, "/v1/classify")
     if not model.is_classifier:
         raise ServeError(422, f"model {model.name!r} has no classifier head", "model")
     texts = texts_of(req.input, "input", caller)

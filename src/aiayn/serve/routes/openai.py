@@ -27,22 +27,23 @@ PATH = "/v1/completions"  # whose errors a stream sends as events, in OpenAI's e
 
 @router.get("/v1/models")
 async def list_models(registry: Models):
-    """The served models: name, family, parameters, vocabulary, languages, labels."""
+    """The served models: name, family, parameters, vocabulary, languages, labels; whether
+    each is loaded, how often it was and how long its last load took."""
     registry.require_ready()
-    return {"object": "list", "data": [m.describe() for m in registry.models.values()]}
+    return {"object": "list", "data": [e.describe() for e in registry.entries.values()]}
 
 
 @router.get("/v1/models/{model_id:path}")
 async def retrieve_model(model_id: str, registry: Models):
     """One served model, as ``/v1/models`` lists it (OpenAI's models.retrieve)."""
-    return registry.get(model_id).describe()
+    return registry.entry(model_id).describe()
 
 
 @router.post("/v1/embeddings", response_model=s.EmbeddingResponse)
 async def embeddings(req: s.EmbeddingRequest, registry: Models, caller: Guarded):
     """Pooled encoder states of each text (the vectors of ``aiayn embed``), or of each list
     of token ids."""
-    model = registry.pick(req.model, ENCODER, "/v1/embeddings")
+    model = await registry.pick(req.model, ENCODER, "/v1/embeddings")
     inputs = texts_or_ids(req.input, "input", caller)
     if req.dimensions is not None and req.dimensions != model.config.d_model:
         raise ServeError(
@@ -81,7 +82,7 @@ async def embeddings(req: s.EmbeddingRequest, registry: Models, caller: Guarded)
 async def completions(req: s.CompletionRequest, registry: Models, caller: Guarded):
     """Continue each prompt ``n`` times (OpenAI's completions); ``stream`` sends server-sent
     events. Choice ``i * n + j`` is prompt i's j-th."""
-    model, config = registry.pick(req.model, DECODER, "/v1/completions"), registry.config
+    model, config = await registry.pick(req.model, DECODER, "/v1/completions"), registry.config
     prompts = texts_or_ids("" if req.prompt is None else req.prompt, "prompt", caller)
     n = req.n or 1
     if n * len(prompts) > config.max_texts:
