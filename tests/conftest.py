@@ -23,6 +23,7 @@ ENV_SET_BY_LIBRARIES = {
     "TRITON_CACHE_DIR",  # inductor, on compiling for a GPU
     "TRITON_PTXAS_PATH",
     "PYTEST_CURRENT_TEST",
+    "KMP_INIT_AT_FORK",  # joblib, on import (sacremoses's, when CTranslate2 converts a model)
 }
 
 
