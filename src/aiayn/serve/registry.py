@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -219,6 +220,12 @@ class Registry:
         except QueueClosed as e:
             raise ServeError(503, str(e), headers={"Retry-After": "5"}) from None
 
+    def cancel(self, model: ServedModel, job: Job) -> None:
+        """Give ``job`` up (on the event loop): out of ``model``'s queue if it waits there; a
+        batch it is in runs on, its share of the results dropped."""
+        self.queues[model.name].cancel(job)
+        job.future.cancel()
+
     async def run(
         self,
         model: ServedModel,
@@ -226,15 +233,21 @@ class Registry:
         run: Callable[[list], list],
         key: Hashable | None = None,
     ) -> list:
-        """Queue ``items`` on ``model``'s worker and await their results (with the timeout)."""
+        """Queue ``items`` on ``model``'s worker and await their results: 504 once they have
+        decoded ``--timeout`` seconds, counted from when a worker took them into a batch (the
+        time waiting in the queue is not counted: a request behind a slow batch is served,
+        not dropped). A request given up (timed out, or cancelled) leaves the queue at once
+        if it still waits there; if its batch runs, its share of the results is dropped."""
         job, future = self.submit(model, items, run, key)
+        timeout = self.config.timeout
         try:
-            return await asyncio.wait_for(asyncio.shield(future), self.config.timeout)
+            return await _within(job, future, timeout)
         except TimeoutError:
-            job.cancelled = True
-            raise ServeError(
-                504, f"the request took over {self.config.timeout:g} s (--timeout)"
-            ) from None
+            self.cancel(model, job)
+            raise ServeError(504, f"decoding took over {timeout:g} s (--timeout)") from None
+        except asyncio.CancelledError:
+            self.cancel(model, job)
+            raise
         except ValueError as e:
             raise ServeError(422, str(e)) from None
         except ServeError:
@@ -242,3 +255,22 @@ class Registry:
         except Exception as e:  # noqa: BLE001 - an inference error is the server's fault
             log.exception("inference failed on %s", model.name)
             raise ServeError(500, f"inference failed: {type(e).__name__}: {e}") from None
+
+
+async def _within(job: Job, future: asyncio.Future, timeout: float):
+    """``future``'s result, or TimeoutError once ``job`` has run ``timeout`` seconds since a
+    worker took it. Its timer is set for ``timeout`` at first and, when it goes off while the
+    job still waits in the queue, again for ``timeout`` (the job's own time then ends later
+    still), so a request answered in time costs one timer, as before."""
+    left = timeout
+    while True:
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), left)
+        except TimeoutError:
+            started = job.started_at  # set by the worker's thread
+            if started is not None:
+                left = started + timeout - time.monotonic()
+                if left <= 0:
+                    raise
+            else:
+                left = timeout
