@@ -43,7 +43,7 @@ class ServeConfig:
     max_new_tokens: int = 512  # largest max_tokens of a completion, max_len_offset of a translation
     max_beam: int = 8  # largest beam size
     queue_size: int = 256  # requests waiting per model (503 with Retry-After above)
-    timeout: float = 60.0  # seconds a request may wait and run (504 after)
+    timeout: float = 60.0  # seconds a request may decode, from its batch's start (504 after)
     batch_wait_ms: float = 2.0  # how long a batch waits for more requests
     max_batch: int = 64  # texts per batched decode
     beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
@@ -71,7 +71,9 @@ class ServeConfig:
             "translation",
             "max_beam": "largest beam size a request may ask for",
             "queue_size": "requests waiting per model (503 with Retry-After above)",
-            "timeout": "seconds a request may wait and run (504 after)",
+            "timeout": "seconds a request may decode, counted from when its batch starts "
+            "(504 after; a stream: between two tokens); its wait in the queue is not counted "
+            "(--queue-size bounds the queue)",
             "batch_wait_ms": "the longest a request waits for others to batch with (milliseconds)",
             "max_batch": "texts per batched decode (1 = no batching)",
             "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
