@@ -45,7 +45,6 @@ from aiayn.infer.sampling import Sampling
 from aiayn.interop.ctranslate2.direct import (
     ARGOS_BEAM,
     ARGOS_LENGTH_PENALTY,
-    MAX_DECODING_LENGTH,
     MAX_INPUT_LENGTH,
     DirectEngine,
 )
@@ -58,13 +57,15 @@ IMPORTED_MAX_LEN_OFFSET = 50  # Translator.translate's default, for the imported
 class PackageConfig:
     """What a package says of its model before aiayn's import of it loads (that import's
     ``ModelConfig`` is ``PackageTranslator.imported.config``): its family, its target and
-    source vocabulary sizes, and ``max_len``: the most target tokens CTranslate2 decodes
-    (``MAX_DECODING_LENGTH``), which also bounds the sentences a server cuts text into."""
+    source vocabulary sizes, and ``max_len``: the longest source CTranslate2 reads whole (with
+    eos: ``MAX_INPUT_LENGTH``, or fewer where the model stores fewer positions), which bounds
+    the sentences a server cuts text into (a translation has at most ``MAX_DECODING_LENGTH``
+    tokens, or as many as the positions)."""
 
     family: str
     vocab_size: int
     src_vocab_size: int
-    max_len: int = MAX_DECODING_LENGTH
+    max_len: int = MAX_INPUT_LENGTH
 
 
 class PackageTranslator(Translator):
@@ -101,6 +102,7 @@ class PackageTranslator(Translator):
             device=str(where.device),
             threads=torch.get_num_threads(),
             decoders=decoders,
+            max_positions=foreign.max_positions,
         )
         self.decoder = self.fast
         self.auto = False
@@ -112,7 +114,10 @@ class PackageTranslator(Translator):
         self._imported: Translator | None = None
         self._import_lock = threading.Lock()
         self._config = PackageConfig(
-            "encoder-decoder", self.tokenizer.vocab_size, self.tokenizer.source_vocab_size
+            "encoder-decoder",
+            self.tokenizer.vocab_size,
+            self.tokenizer.source_vocab_size,
+            self.fast.max_input_length,
         )
 
     @classmethod
@@ -288,7 +293,7 @@ class PackageTranslator(Translator):
         )  # fmt: skip
         results = []
         for source, hypotheses in zip(sources, decoded, strict=True):
-            truncated = len(self.tokenizer.pieces(source)) > MAX_INPUT_LENGTH
+            truncated = len(self.tokenizer.pieces(source)) >= self.fast.max_input_length
             results.append(
                 Translation(
                     tuple(

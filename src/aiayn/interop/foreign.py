@@ -105,6 +105,19 @@ class ForeignModel:
         return read_model_bin(self.model_dir / MODEL_BIN, values=False)
 
     @property
+    def max_positions(self) -> int | None:
+        """The positions the model has where it stores its position tables (the fewest of
+        them; CTranslate2 refuses a sequence past them), None where it computes them."""
+        header = self.header
+        rows = []
+        for name in (*header.variables, *header.aliases):
+            if name.endswith("position_encodings/encodings"):
+                table = header.variables.get(header.aliases.get(name, name))
+                if table is not None and table.dim() == 2:
+                    rows.append(table.shape[0])
+        return min(rows) if rows else None
+
+    @property
     def parameters(self) -> int:
         """Numbers the model stores (weights, their int8 scales, its flags)."""
         return sum(v.numel() for v in self.header.variables.values())

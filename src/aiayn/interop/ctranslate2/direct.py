@@ -44,7 +44,10 @@ class DirectEngine:
     """``ctranslate2.Translator`` over the CTranslate2 model in ``model_dir``, with the
     package's ``tokenizer``; ``device`` "cpu", "cuda" or "cuda:N"; ``threads`` per decoder
     (0: CTranslate2 chooses), ``decoders`` threads may translate at once (CTranslate2's
-    ``inter_threads``); ``compute_type`` CTranslate2's ("default": the saved weights' type)."""
+    ``inter_threads``); ``compute_type`` CTranslate2's ("default": the saved weights' type);
+    ``max_positions``: the positions of the model's stored position tables (None: computed),
+    which bound a source (``max_input_length``, cut there) and a translation
+    (``max_decoding_length``)."""
 
     name = "ctranslate2"
 
@@ -57,12 +60,16 @@ class DirectEngine:
         threads: int = 0,
         decoders: int = 1,
         compute_type: str = "default",
+        max_positions: int | None = None,
     ) -> None:
         ctranslate2 = require_ctranslate2()
         import torch
 
         kind, index = _device(device)
         self.model_dir, self.tokenizer = Path(model_dir), tokenizer
+        # a model with stored position tables reads and writes no sequence past them
+        self.max_input_length = min(MAX_INPUT_LENGTH, max_positions or MAX_INPUT_LENGTH)
+        self.max_decoding_length = min(MAX_DECODING_LENGTH, max_positions or MAX_DECODING_LENGTH)
         torch_threads = torch.get_num_threads()  # building a translator sets OpenMP's count
         try:
             self.translator = ctranslate2.Translator(
@@ -97,8 +104,8 @@ class DirectEngine:
         """The ``nbest`` best hypotheses of each of ``sentences`` (see the module).
         ``prefixes`` (one per sentence, "" for none): text each translation begins with,
         after the package's target prefix; ``max_len_offset``: a translation has at most as
-        many tokens as its source and this many more (None: ``MAX_DECODING_LENGTH``, as Argos
-        Translate decodes; never more); batches of at most ``max_batch_tokens`` source
+        many tokens as its source and this many more (None: ``max_decoding_length``,
+        ``MAX_DECODING_LENGTH`` as Argos Translate decodes; never more); batches of at most ``max_batch_tokens`` source
         tokens."""
         if nbest > beam:
             raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
@@ -111,9 +118,9 @@ class DirectEngine:
         ]
         limits = [  # a prefix is held whole, and one token more may follow it
             max(
-                MAX_DECODING_LENGTH
+                self.max_decoding_length
                 if max_len_offset is None
-                else min(len(s) + max_len_offset, MAX_DECODING_LENGTH),
+                else min(len(s) + max_len_offset, self.max_decoding_length),
                 len(h) + 1,
             )
             for s, h in zip(sources, heads, strict=True)
@@ -136,7 +143,7 @@ class DirectEngine:
                 num_hypotheses=nbest,
                 length_penalty=length_penalty,
                 max_decoding_length=limit,
-                max_input_length=MAX_INPUT_LENGTH,
+                max_input_length=self.max_input_length,
                 return_scores=True,
             )
             for i, result in zip(members, results, strict=True):
