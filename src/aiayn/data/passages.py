@@ -69,7 +69,9 @@ class Passages:
 
     def join(self, translations: Sequence[str]) -> list[str]:
         """The passages with each sentence replaced by its translation (``translations[i]``
-        for ``texts[i]``): a line's sentences joined by single spaces, between the line's own
+        for ``texts[i]``): a line's sentences joined by single spaces (each translation
+        without white space at its ends, its line breaks made spaces: a line stays one line;
+        the white space inside it kept, as Argos Translate keeps it), between the line's own
         leading and trailing white space."""
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
@@ -78,8 +80,8 @@ class Passages:
         for plan in self._plans:
             parts = []
             for before, n, after in plan:
-                words = " ".join(next(done) for _ in range(n)).split()
-                parts.append(before + " ".join(words) + after)
+                sentences = (" ".join(next(done).splitlines()).strip() for _ in range(n))
+                parts.append(before + " ".join(s for s in sentences if s) + after)
             out.append("".join(parts))
         return out
 
