@@ -86,8 +86,11 @@ def fill(layer, scope):
         elif value is None or (name == "bias" and isinstance(value, str)):
             if name in ("gamma",):
                 setattr(layer, name, 1 + rand(*shape(path), scale=0.1))
-            elif name == "weight":
-                setattr(layer, name, rand(*shape(path), scale=6 * shape(path)[1] ** -0.5))
+            elif name == "weight":  # as tests/interop/ct2_fixtures.py's GAIN and QK
+                value = rand(*shape(path), scale=4 * shape(path)[1] ** -0.5)
+                if path.endswith("attention/linear_0/weight"):
+                    value[: 2 * D if "self_attention" in path else D] *= 0.5
+                setattr(layer, name, value)
             else:
                 setattr(layer, name, rand(*shape(path), scale=0.1))
 

@@ -16,6 +16,11 @@ from tests.interop.hf_fixtures import sentencepiece_model as _trained
 
 D_MODEL, HEADS, D_FF, LAYERS = 32, 4, 48, 2
 ONMT_SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]  # OpenNMT-py's first tokens
+# Random weights: linear layers of GAIN / sqrt(fan-in), queries and keys QK times that, so that
+# translations vary (with weights of a usual init's scale every step repeats one token) while
+# float32 rounding stays small in the outputs (some 2e-5 of a log-probability against float64
+# here; a GAIN of 6 made it 2e-3 and near ties that two correct engines decide apart)
+GAIN, QK = 4.0, 0.5
 
 
 def quiet_transformers():
@@ -96,7 +101,8 @@ def spec_ct2(
     converter does). ``positions``: "stored" (the sinusoid, computed in float64 and stored
     float32), "float32" (computed in float32, as OpenNMT-py computes it: not quite the
     sinusoid) or "computed" (none stored: CTranslate2 computes its own). ``tie``: "all",
-    "decoder" or "none" as aiayn names them. Attention layers without biases (OpenNMT-py's
+    "decoder" or "none" as aiayn names them, or "inputs" (the encoder's and the decoder's
+    embeddings one tensor, the output another: OpenNMT-py's share_embeddings alone). Attention layers without biases (OpenNMT-py's
     default) unless ``qkv_bias``. ``spec_options``: more of ``TransformerSpec.from_config``'s
     options; ``config``: config.json's settings (add_source_eos...)."""
     from ctranslate2.specs import transformer_spec
@@ -115,11 +121,13 @@ def spec_ct2(
     encoder.embeddings[0].weight = source_embedding
     decoder.embeddings.weight = (
         source_embedding
-        if tie == "all" and target_vocab == source_vocab
+        if tie in ("all", "inputs") and target_vocab == source_vocab
         else _rand(rng, len(target_vocab), D_MODEL, scale=e)
     )
     decoder.projection.weight = (
-        decoder.embeddings.weight if tie != "none" else _rand(rng, len(target_vocab), D_MODEL)
+        decoder.embeddings.weight
+        if tie in ("all", "decoder")
+        else _rand(rng, len(target_vocab), D_MODEL)
     )
     bias = _rand(rng, len(target_vocab), scale=0.1)
     bias[target_vocab.index("</s>")] += 1.0  # some translations end before their limit
@@ -207,8 +215,10 @@ def _fill(spec, rng, kv: int, qkv_bias: bool) -> None:
             shape = _shape(target, kv)
             if shape is None:
                 raise ValueError(f"no shape for {target}")
-            scale = (shape[-1] ** -0.5 * 6) if bias == "weight" else 0.1
-            _set(model_spec, spec, target, _rand(rng, *shape, scale=scale))
+            value = _rand(rng, *shape, scale=GAIN * shape[-1] ** -0.5 if bias == "weight" else 0.1)
+            if bias == "weight" and "attention/linear_0" in target:  # queries (and keys)
+                value[: 2 * D_MODEL if "self_attention" in target else D_MODEL] *= QK
+            _set(model_spec, spec, target, value)
         if not name.endswith("/weight"):
             shape = _shape(name, kv)
             if shape is None:

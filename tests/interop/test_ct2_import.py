@@ -8,6 +8,7 @@ log-probabilities; and what aiayn's model lacks is refused, naming it, with noth
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,8 +110,8 @@ VARIANTS = {
     "separate": dict(positions="computed", activation="gelu", tie="decoder", qkv_bias=True,
                      add_source_eos=True, layer_norm_epsilon=1e-6),
     # post-norm, OpenNMT-py's float32 table (not quite the sinusoid), decoding starting from
-    # eos (a copy of its row), nothing tied, the tanh GELU
-    "post-norm": dict(pre_norm=False, positions="float32", tie="none", activation="gelu_tanh",
+    # eos (a copy of its row), the embeddings shared but not the output, the tanh GELU
+    "post-norm": dict(pre_norm=False, positions="float32", tie="inputs", activation="gelu_tanh",
                       decoder_start_token="</s>", add_source_bos=False),
 }  # fmt: skip
 
@@ -281,6 +282,48 @@ def test_log_probabilities_equal_ctranslate2s_scores(marian, onmt, variants, old
         assert_close_to_scale(ours, torch.tensor(result.log_probs, dtype=torch.float64), rel=1e-4)
 
 
+def _fitting(case: Case, texts: list[str]) -> list[str]:
+    """The texts whose source and translation fit CTranslate2's position table."""
+    rows = case.model.config.max_len
+    return [t for t, s in zip(texts, case.sources(texts), strict=True) if len(s) + OFFSET < rows]
+
+
+@pytest.mark.slow
+def test_the_bar_on_200_sentences(marian, onmt, variants, old):
+    """Every model above on 200 test sentences: greedy equal on all, beam 4's best on 99%."""
+    report = []
+    for name, case in _all(marian, onmt, variants, old).items():
+        texts = _fitting(case, sentences(200))
+        pairs = greedy_agreement(case, texts)
+        greedy = sum(o == t for o, t in pairs)
+        beam = sum(beam_agreement(case, texts))
+        ended = sum(t[-1:] == ["</s>"] for _, t in pairs)
+        distinct = sum(len(set(t)) for _, t in pairs) / len(pairs)
+        report.append(
+            f"{name}: {len(texts)} sentences, greedy {greedy}, beam 4 {beam} (greedy outputs: "
+            f"{ended} ended before their limit, {distinct:.1f} distinct tokens each)"
+        )
+        assert greedy == len(texts), report[-1]
+        assert beam >= 0.99 * len(texts), report[-1]
+    print("\n".join(report))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("q", [None, "int8"])
+def test_the_shipped_model_through_ctranslate2_and_back(shipped_copy, tmp_path, q):
+    """A trained model: the shipped translator exported to CTranslate2 (its converter; float32
+    and int8) and imported again decodes the 200 test sentences as CTranslate2 does."""
+    from aiayn.interop.ctranslate2 import export_ctranslate2
+
+    ct2 = tmp_path / "ct2"
+    export_ctranslate2(shipped_copy, ct2, q)
+    case = _imported(tmp_path, ct2, [ct2 / "sentencepiece.model"])
+    texts = sentences(200)
+    pairs = greedy_agreement(case, texts)
+    assert sum(o == t for o, t in pairs) == len(texts)
+    assert sum(beam_agreement(case, texts)) >= 0.99 * len(texts)
+
+
 # -- what the import holds ----------------------------------------------------------------------
 
 
@@ -302,6 +345,8 @@ def test_layouts_become_config_fields(marian, onmt, variants):
     assert (p.norm_first, p.pos_encoding, p.tie_embeddings, p.activation) == (
         False, "learned", "none", "gelu_tanh",
     )  # fmt: skip
+    notes = json.loads((variants["post-norm"].ours / "imported.json").read_text())["notes"]
+    assert notes == ["the encoder and decoder embeddings are shared: imported as two copies"]
 
 
 def test_separate_vocabularies_are_two_tables(variants):
@@ -334,8 +379,6 @@ def test_int8_copy_of_an_import_loads_and_translates(onmt):
 
 
 def test_run_json_keeps_the_metadata(tmp_path, onmt):
-    import json
-
     metadata = {"from_code": "de", "to_code": "en", "package_version": "1.9", "target_prefix": ""}
     summary = import_ctranslate2(
         onmt[None].ct2, tmp_path / "out", tokenizer=onmt[None].spm[0], metadata=metadata
@@ -353,8 +396,6 @@ def test_argos_packages_decode_as_their_ctranslate2_models(argos_packages, tmp_p
     """The three packages of argos_fixtures (OpenNMT-py's converter; transformers' Marian with
     add_source_eos; Moses + BPE with separate .txt vocabularies), imported whole: greedy
     tokens of aiayn's model equal CTranslate2's on the package's own model."""
-    import json
-
     from aiayn.interop.argos_package import opened_package
 
     summary = import_argos_package(argos_packages[kind], tmp_path / "ours")
@@ -448,8 +489,6 @@ def test_another_activation_and_a_decoder_only_model_are_refused(tmp_path, onmt)
 def test_aiayn_import_reads_a_ctranslate2_model_and_an_argos_package(
     marian, argos_packages, tmp_path, capsys
 ):
-    import json
-
     import aiayn
     from aiayn.cli import main
 

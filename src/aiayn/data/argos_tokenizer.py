@@ -7,7 +7,9 @@ CTranslate2, which looks them up in the model's vocabularies (``shared_vocabular
 conversions; a piece not there is unk). Two tokenizers:
 
 * ``sentencepiece``: ``sentencepiece.model`` encodes a text as pieces; the output pieces are
-  decoded by it, U+2581 read as a space. (Argos Translate 1.10 and later also turn every
+  decoded by it, U+2581 read as a space. A CTranslate2 model imported with a source and a
+  target sentencepiece model (OPUS-MT's) keeps the target's as ``target.spm``: it cuts
+  targets and decodes outputs. (Argos Translate 1.10 and later also turn every
   "_" of a translation into a space; aiayn keeps underscores.)
 * ``bpe``: ``bpe.model`` holds subword-nmt merge operations. A source text is normalised and
   tokenized by Moses (sacremoses' ``MosesPunctNormalizer`` and ``MosesTokenizer`` of the source

@@ -25,13 +25,11 @@ never produced (-inf logit). Separate vocabularies make ``src_vocab_size`` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from aiayn.config import ModelConfig
 from aiayn.data.argos_tokenizer import ArgosTokenizer, ct2_vocab_maps, read_ct2_vocabularies
 from aiayn.data.tokenizer import BOS, EOS
 from aiayn.data.vocab_map import VocabMap
@@ -49,132 +47,12 @@ from aiayn.interop.ctranslate2.reader import (
     read_model_config,
     read_variables,
 )
+from aiayn.interop.ctranslate2.rules import SOURCE_EMBEDDING, Architecture, architecture
 from aiayn.interop.hf_rules import Mapping as RuleMapping
 from aiayn.interop.hf_rules import to_ours
 
 SHARED_SPM, SOURCE_SPM, TARGET_SPM = "sentencepiece.model", "source.spm", "target.spm"
-DEFAULT_EPSILON = 1e-5  # CTranslate2's LayerNorm without a configured epsilon
-SOURCE_EMBEDDING = "encoder/embeddings_0/weight"
 TARGET_ROWS = ("decoder/embeddings/weight", "decoder/projection/weight", "decoder/projection/bias")
-
-
-@dataclass
-class Architecture:
-    """What a spec's variables and flags make of aiayn's model: its config, the permutation
-    of the model dimension (Marian's sinusoids), how positions were stored, and notes for
-    the summary."""
-
-    config: ModelConfig
-    perm: Tensor | None
-    positions: str  # "interleaved", "halves", "table" (stored) or "computed"
-    notes: list[str]
-
-
-def _count_layers(weights: dict, stack: str) -> int:
-    n = 0
-    while f"{stack}/layer_{n}/ffn/linear_0/weight" in weights:
-        n += 1
-    return n
-
-
-def _tie(weights: dict[str, Tensor], shared: bool, notes: list[str]) -> str:
-    """aiayn's tie mode: equal tensors are tied (CTranslate2 stores a repeated tensor once, as
-    an alias). Equal inputs with a separate output have no aiayn tie: imported as copies."""
-    enc, dec = weights[SOURCE_EMBEDDING], weights["decoder/embeddings/weight"]
-    out = weights["decoder/projection/weight"]
-    inputs_tied = shared and enc.shape == dec.shape and torch.equal(enc, dec)
-    output_tied = dec.shape == out.shape and torch.equal(dec, out)
-    if inputs_tied and output_tied:
-        return "all"
-    if inputs_tied:
-        notes.append("the encoder and decoder embeddings are shared: imported as two copies")
-    return "decoder" if output_tied else "none"
-
-
-def _position_tables(weights: dict, d_model: int, where: str) -> tuple[str, int]:
-    names = ["encoder/position_encodings/encodings", "decoder/position_encodings/encodings"]
-    stored = [weights[n] for n in names if n in weights]
-    if not stored:
-        return "computed", ct2.COMPUTED_POSITIONS
-    if len(stored) == 1:
-        missing = next(n for n in names if n not in weights)
-        raise UserError(f"{where}: one position table without the other ({missing!r})")
-    for name, table in zip(names, stored, strict=True):
-        if table.dim() != 2 or table.shape[1] != d_model:
-            raise UserError(
-                f"{where}: variable {name!r} has shape {list(table.shape)}, not (n, {d_model})"
-            )
-    return ct2.position_layout(stored), min(t.shape[0] for t in stored)
-
-
-def architecture(
-    variables: Variables,
-    special: SpecialTokens,
-    maps: tuple[VocabMap, VocabMap],
-    shared: bool,
-    where: str,
-) -> Architecture:
-    """The ``ModelConfig`` of a TransformerSpec's variables and flags (``rules`` reads them)
-    with the (source, target) vocabulary maps ``maps``."""
-    weights, flags = variables.weights, variables.flags
-    ct2.check_supported(weights, flags, where)
-    if special.multi_query_attention:
-        raise UserError(f"{where}: config.json: multi_query_attention = true is not supported")
-    d_model = weights["decoder/embeddings/weight"].shape[1]
-    n_heads = ct2.same_flag(flags, "num_heads", 8, where)
-    ffn = {s: weights.get(f"{s}/layer_0/ffn/linear_0/weight") for s in ("encoder", "decoder")}
-    if any(w is None for w in ffn.values()):
-        raise UserError(f"{where}: no feed-forward layer 0 in the encoder and the decoder")
-    if ffn["encoder"].shape[0] != ffn["decoder"].shape[0]:
-        raise UserError(
-            f"{where}: the encoder's feed-forward width {ffn['encoder'].shape[0]} differs from "
-            f"the decoder's {ffn['decoder'].shape[0]}; aiayn's stacks share d_ff"
-        )
-    norm_first = bool(ct2.same_flag(flags, "pre_norm", True, where))
-    for stack in ("encoder", "decoder"):
-        final = f"{stack}/layer_norm/gamma" in weights
-        if final != norm_first:
-            what = (
-                "a post-norm stack with a final LayerNorm"
-                if final
-                else "a pre-norm stack without a final LayerNorm"
-            )
-            raise UserError(f"{where}: {stack}/layer_norm: {what} is not supported")
-    notes: list[str] = []
-    tie = _tie(weights, shared, notes)
-    positions, rows = _position_tables(weights, d_model, where)
-    perm = None
-    if positions == "halves":
-        from aiayn.interop.hf_marian import residual_perm
-
-        perm = residual_perm(d_model)
-    epsilon = special.layer_norm_epsilon
-    source_map, target_map = maps
-    try:
-        config = ModelConfig(
-            family="encoder-decoder",
-            vocab_size=target_map.size,
-            src_vocab_size=None if shared else source_map.size,
-            tgt_vocab_size=None if shared else target_map.size,
-            d_model=d_model,
-            n_heads=int(n_heads),
-            d_ff=ffn["encoder"].shape[0],
-            n_encoder_layers=_count_layers(weights, "encoder"),
-            n_decoder_layers=_count_layers(weights, "decoder"),
-            max_len=rows,
-            norm_first=norm_first,
-            pos_encoding="sinusoidal" if positions in ("interleaved", "halves") else "learned",
-            tie_embeddings=tie,
-            activation=ct2.activation(flags, where),
-            layer_norm_eps=DEFAULT_EPSILON if epsilon is None else float(epsilon),
-            embed_scale=ct2.embeddings_scaled(flags, d_model, where),
-            final_logits_bias=True,
-            source_bos=special.add_source_bos,
-            source_eos=special.add_source_eos,
-        )
-    except ValueError as e:
-        raise UserError(f"{where}: {e}") from None
-    return Architecture(config, perm, positions, notes)
 
 
 # -- ids -----------------------------------------------------------------------------------------
@@ -385,17 +263,10 @@ def import_argos_package(path: Path | str, out: Path | str, *, force: bool = Fal
         return _import(package.model_dir, Path(out), make, meta, force, [path], str(path))
 
 
-def _import(
-    ct2_dir: Path, out: Path, make_tokenizer, metadata, force: bool, keep, source: str
-) -> dict:
-    """The import itself: ``make_tokenizer(special tokens, zero start)`` gives the tokenizer
-    once model.bin is read; ``source`` names what was imported in the summary."""
-    from aiayn.model import build_model
-    from aiayn.modeldir import save_model_dir, untied_state_dict
-
-    path = model_bin_path(ct2_dir)
+def transformer_variables(path: Path) -> Variables:
+    """The variables of the encoder-decoder Transformer in the model.bin ``path``; another
+    spec, or a revision newer than CTranslate2 4.x's, is refused."""
     where = str(path)
-    check_replaceable(out, force, keep=keep)
     model_bin = read_model_bin(path)
     if model_bin.spec not in TRANSFORMER_SPECS:
         what = OTHER_SPECS.get(model_bin.spec, "a model this importer does not know")
@@ -415,22 +286,15 @@ def _import(
     for name in (SOURCE_EMBEDDING, "decoder/embeddings/weight", "decoder/projection/weight"):
         if name not in weights:
             raise UserError(f"{where}: no variable {name!r}: not an encoder-decoder Transformer")
-    special = read_model_config(ct2_dir, variables)
-    zero_start = bool(variables.flags.get("decoder/start_from_zero_embedding", False))
-    tok = make_tokenizer(special, zero_start)
-    shared = tok.target is None
-    _check_rows(weights, tok.source, tok.targets, where)
-    maps = (tok.source_map, tok.vocab_map)
-    check_framing(special, maps, where)
-    arch = architecture(variables, special, maps, shared, where)
-    config = arch.config
-    theirs = _positions(_with_optional(weights), arch)
-    tied = {"all": ["decoder/embeddings/weight", "decoder/projection/weight"],
-            "decoder": ["decoder/projection/weight"], "none": []}[config.tie_embeddings]  # fmt: skip
-    mapping = RuleMapping(
-        ct2.rules(config.tie_embeddings, config.norm_first, config.pos_encoding == "learned"),
-        tok.vocab_map, arch.perm, tuple(tied), source=tok.source_map,
-    )  # fmt: skip
+    return variables
+
+
+def _model(theirs: dict[str, Tensor], mapping: RuleMapping, config, where: str):
+    """aiayn's model of ``config`` holding ``theirs`` mapped by the table: every parameter
+    filled (a tied one through the one it is tied to), every variable used."""
+    from aiayn.model import build_model
+    from aiayn.modeldir import untied_state_dict
+
     try:
         ours = to_ours(theirs, mapping, config)
     except ValueError as e:
@@ -448,6 +312,38 @@ def _import(
                 f"{where}: {name} has shape {tuple(t.shape)}, aiayn's {tuple(state[name].shape)}"
             )
     model.load_state_dict(ours, strict=False)
+    return model.eval()
+
+
+def _import(
+    ct2_dir: Path, out: Path, make_tokenizer, metadata, force: bool, keep, source: str
+) -> dict:
+    """The import itself: ``make_tokenizer(special tokens, zero start)`` gives the tokenizer
+    once model.bin is read; ``source`` names what was imported in the summary."""
+    from aiayn.modeldir import save_model_dir
+
+    path = model_bin_path(ct2_dir)
+    where = str(path)
+    check_replaceable(out, force, keep=keep)
+    variables = transformer_variables(path)
+    model_bin, weights = variables.model, variables.weights
+    special = read_model_config(ct2_dir, variables)
+    zero_start = bool(variables.flags.get("decoder/start_from_zero_embedding", False))
+    tok = make_tokenizer(special, zero_start)
+    shared = tok.target is None
+    _check_rows(weights, tok.source, tok.targets, where)
+    maps = (tok.source_map, tok.vocab_map)
+    check_framing(special, maps, where)
+    arch = architecture(variables, special, maps, shared, where)
+    config = arch.config
+    theirs = _positions(_with_optional(weights), arch)
+    tied = {"all": ["decoder/embeddings/weight", "decoder/projection/weight"],
+            "decoder": ["decoder/projection/weight"], "none": []}[config.tie_embeddings]  # fmt: skip
+    mapping = RuleMapping(
+        ct2.rules(config.tie_embeddings, config.norm_first, config.pos_encoding == "learned"),
+        tok.vocab_map, arch.perm, tuple(tied), source=tok.source_map,
+    )  # fmt: skip
+    model = _model(theirs, mapping, config, where)
     summary = {
         "format": "ctranslate2",
         "source": source,
@@ -461,7 +357,7 @@ def _import(
         "notes": arch.notes,
     }
     with replace_directory(out, force, keep=keep) as new:
-        save_model_dir(new, model.eval())
+        save_model_dir(new, model)
         tok.save(new)
         write_json(new / "run.json", _run_json(metadata, summary))
         write_json(new / "imported.json", summary)

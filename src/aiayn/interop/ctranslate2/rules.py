@@ -2,7 +2,8 @@
 options of the spec read as ``ModelConfig`` fields.
 
 The table (``rules``) is ``aiayn.interop.hf_rules``'s: our parameter, their variable(s), which
-axes index the vocabulary ("v") or the model dimension ("d"). CTranslate2 fuses the query,
+axes index the target vocabulary ("v"), the source vocabulary ("s") or the model dimension
+("d"). CTranslate2 fuses the query,
 key and value projections of self-attention into ``linear_0`` and the key and value of
 cross-attention into ``linear_1``; aiayn keeps one fused ``in_proj``, so cross-attention's is
 ``linear_0`` and ``linear_1`` stacked. A LayerNorm is ``gamma`` and ``beta``; a pre-norm stack
@@ -19,13 +20,20 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from aiayn.config import ModelConfig
+from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import UserError
+from aiayn.interop.ctranslate2.reader import SpecialTokens, Variables
 from aiayn.interop.hf_rules import Rule, rule
 from aiayn.model.layers import sinusoidal_table
+
+SOURCE_EMBEDDING = "encoder/embeddings_0/weight"
+DEFAULT_EPSILON = 1e-5  # CTranslate2's LayerNorm without a configured epsilon
 
 # CTranslate2's activations (ctranslate2.specs.common_spec.Activation) -> aiayn's
 ACTIVATIONS = {0: "relu", 1: "gelu_tanh", 2: "swish", 3: "gelu"}
@@ -246,3 +254,125 @@ def position_layout(tables: list[Tensor]) -> str:
         if all((t - reference).abs().max() <= SINUSOID_ATOL for t in tables):
             return layout
     return "table"
+
+
+# -- the architecture -----------------------------------------------------------------------
+
+
+@dataclass
+class Architecture:
+    """What a spec's variables and flags make of aiayn's model: its config, the permutation
+    of the model dimension (Marian's sinusoids), how positions were stored, and notes for
+    the summary."""
+
+    config: ModelConfig
+    perm: Tensor | None
+    positions: str  # "interleaved", "halves", "table" (stored) or "computed"
+    notes: list[str]
+
+
+def _count_layers(weights: dict, stack: str) -> int:
+    n = 0
+    while f"{stack}/layer_{n}/ffn/linear_0/weight" in weights:
+        n += 1
+    return n
+
+
+def _tie(weights: dict[str, Tensor], shared: bool, notes: list[str]) -> str:
+    """aiayn's tie mode: equal tensors are tied (CTranslate2 stores a repeated tensor once, as
+    an alias). Equal inputs with a separate output have no aiayn tie: imported as copies."""
+    enc, dec = weights[SOURCE_EMBEDDING], weights["decoder/embeddings/weight"]
+    out = weights["decoder/projection/weight"]
+    inputs_tied = shared and enc.shape == dec.shape and torch.equal(enc, dec)
+    output_tied = dec.shape == out.shape and torch.equal(dec, out)
+    if inputs_tied and output_tied:
+        return "all"
+    if inputs_tied:
+        notes.append("the encoder and decoder embeddings are shared: imported as two copies")
+    return "decoder" if output_tied else "none"
+
+
+def _position_tables(weights: dict, d_model: int, where: str) -> tuple[str, int]:
+    names = ["encoder/position_encodings/encodings", "decoder/position_encodings/encodings"]
+    stored = [weights[n] for n in names if n in weights]
+    if not stored:
+        return "computed", COMPUTED_POSITIONS
+    if len(stored) == 1:
+        missing = next(n for n in names if n not in weights)
+        raise UserError(f"{where}: one position table without the other ({missing!r})")
+    for name, table in zip(names, stored, strict=True):
+        if table.dim() != 2 or table.shape[1] != d_model:
+            raise UserError(
+                f"{where}: variable {name!r} has shape {list(table.shape)}, not (n, {d_model})"
+            )
+    return position_layout(stored), min(t.shape[0] for t in stored)
+
+
+def architecture(
+    variables: Variables,
+    special: SpecialTokens,
+    maps: tuple[VocabMap, VocabMap],
+    shared: bool,
+    where: str,
+) -> Architecture:
+    """The ``ModelConfig`` of a TransformerSpec's variables and flags (``rules`` reads them)
+    with the (source, target) vocabulary maps ``maps``."""
+    weights, flags = variables.weights, variables.flags
+    check_supported(weights, flags, where)
+    if special.multi_query_attention:
+        raise UserError(f"{where}: config.json: multi_query_attention = true is not supported")
+    d_model = weights["decoder/embeddings/weight"].shape[1]
+    n_heads = same_flag(flags, "num_heads", 8, where)
+    ffn = {s: weights.get(f"{s}/layer_0/ffn/linear_0/weight") for s in ("encoder", "decoder")}
+    if any(w is None for w in ffn.values()):
+        raise UserError(f"{where}: no feed-forward layer 0 in the encoder and the decoder")
+    if ffn["encoder"].shape[0] != ffn["decoder"].shape[0]:
+        raise UserError(
+            f"{where}: the encoder's feed-forward width {ffn['encoder'].shape[0]} differs from "
+            f"the decoder's {ffn['decoder'].shape[0]}; aiayn's stacks share d_ff"
+        )
+    norm_first = bool(same_flag(flags, "pre_norm", True, where))
+    for stack in ("encoder", "decoder"):
+        final = f"{stack}/layer_norm/gamma" in weights
+        if final != norm_first:
+            what = (
+                "a post-norm stack with a final LayerNorm"
+                if final
+                else "a pre-norm stack without a final LayerNorm"
+            )
+            raise UserError(f"{where}: {stack}/layer_norm: {what} is not supported")
+    notes: list[str] = []
+    tie = _tie(weights, shared, notes)
+    positions, rows = _position_tables(weights, d_model, where)
+    perm = None
+    if positions == "halves":
+        from aiayn.interop.hf_marian import residual_perm
+
+        perm = residual_perm(d_model)
+    epsilon = special.layer_norm_epsilon
+    source_map, target_map = maps
+    try:
+        config = ModelConfig(
+            family="encoder-decoder",
+            vocab_size=target_map.size,
+            src_vocab_size=None if shared else source_map.size,
+            tgt_vocab_size=None if shared else target_map.size,
+            d_model=d_model,
+            n_heads=int(n_heads),
+            d_ff=ffn["encoder"].shape[0],
+            n_encoder_layers=_count_layers(weights, "encoder"),
+            n_decoder_layers=_count_layers(weights, "decoder"),
+            max_len=rows,
+            norm_first=norm_first,
+            pos_encoding="sinusoidal" if positions in ("interleaved", "halves") else "learned",
+            tie_embeddings=tie,
+            activation=activation(flags, where),
+            layer_norm_eps=DEFAULT_EPSILON if epsilon is None else float(epsilon),
+            embed_scale=embeddings_scaled(flags, d_model, where),
+            final_logits_bias=True,
+            source_bos=special.add_source_bos,
+            source_eos=special.add_source_eos,
+        )
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None
+    return Architecture(config, perm, positions, notes)
