@@ -51,8 +51,12 @@ def test_health_models_and_languages(client, model_dirs):
         {"code": "de", "name": "German", "targets": ["de", "en"]},
         {"code": "en", "name": "English", "targets": ["en"]},
     ]
+    from aiayn.serve.detect import detect
+
+    (found,) = detect(["Hallo Welt"], ["de", "en"])  # German, by lexilang's word lists
+    assert found[0] == "de"
     assert client.post("/detect", data={"q": "Hallo Welt"}).json() == [
-        {"language": "de", "confidence": 100.0}
+        {"language": "de", "confidence": found[1]}
     ]
     paths = client.get("/openapi.json").json()["paths"]
     for route in ("/translate", "/v1/translate", "/v1/completions", "/v1/classify",
@@ -66,9 +70,13 @@ def test_libretranslate_json_and_form_bodies(client, model_dirs):
     r = client.post("/translate", json={"q": SENTENCES[0], "source": "de", "target": "en"})
     assert r.status_code == 200 and r.json() == {"translatedText": want[0]}
     r = client.post("/translate", data={"q": SENTENCES[0], "source": "auto", "target": "en"})
+    from aiayn.serve.detect import detect
+
+    (found,) = detect(SENTENCES[:1], ["de", "en"])
+    assert found[0] == "de" and found[1] > 50
     assert r.json() == {
         "translatedText": want[0],
-        "detectedLanguage": {"language": "de", "confidence": 100.0},
+        "detectedLanguage": {"language": "de", "confidence": found[1]},
     }
     r = client.post("/translate", json={"q": SENTENCES[:2], "source": "de", "target": "en"})
     assert r.json() == {"translatedText": want}

@@ -151,6 +151,8 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
                 refused = check.offline(page, url)
                 page.goto(url)
                 page.wait_for_selector("#model option", state="attached", timeout=60_000)
+                started = page.input_value("#source")  # --frontend-language-source auto
+                page.select_option("#source", "de")
                 page.get_by_label("Text (German)").fill(text)  # a named box, in its language
                 languages = (
                     page.get_attribute("#text", "lang"),
@@ -186,7 +188,7 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
     finally:
         server.terminate()
         assert server.wait(60) == 0
-    assert "API key" in no_key and languages == ("de", "en")
+    assert started == "auto" and "API key" in no_key and languages == ("de", "en")
     assert shown == want["translatedText"] and "\n\n" in shown  # its paragraphs kept
     assert alternatives == want["alternatives"] and copied == shown
     assert name == "brief_en.txt" and widths == [390, 390]

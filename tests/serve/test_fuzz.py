@@ -47,11 +47,16 @@ def test_the_server_answers_as_its_openapi_document_says(model_dirs, tmp_path, e
     limits = ServeConfig(max_new_tokens=8, max_beam=2, max_texts=4, max_chars=15, timeout=30)
     # /translate_file: a file's name must end in a supported format (.txt, .docx, ...), which
     # no schema can say of a multipart file; one that does not is answered 400, as
-    # LibreTranslate answers it
+    # LibreTranslate answers it. /translate: under source "auto" (the default) a text's
+    # language is found in it, and one no model translates into the target ("Hello" into
+    # German, here) is answered 400, as LibreTranslate answers it: no schema can say which
     config = tmp_path / "schemathesis.toml"
     config.write_text(
-        '[[operations]]\ninclude-path = "/translate_file"\n'
-        "checks.positive_data_acceptance.expected-statuses = [200, 400]\n"
+        "".join(
+            f'[[operations]]\ninclude-path = "{path}"\n'
+            "checks.positive_data_acceptance.expected-statuses = [200, 400]\n"
+            for path in ("/translate_file", "/translate")
+        )
     )
     with live_server(create_app(specs, limits, background=False)) as port:
         run = subprocess.run(

@@ -136,18 +136,24 @@ def test_a_pivoted_pair_is_the_two_pairs_translated_in_turn(client, target):
     twice = translate(client, english, "en", target, **html)["translatedText"]
     assert translate(client, page, "de", target, **html)["translatedText"] == twice
     assert twice.count("<p>") == 2 and "<b>" in twice
+    found = translate(client, page, "auto", target, **html)  # detected by its words: German
+    assert (found["translatedText"], found["detectedLanguage"]["language"]) == (twice, "de")
 
     document = GERMAN.encode() + b"\n"
     english = translated_file(client, document, "de", "en")
     assert translated_file(client, document, "de", target) == (
         translated_file(client, english, "en", target)
     )
+    assert translated_file(client, document, "auto", target) == (
+        translated_file(client, document, "de", target)
+    )
 
 
 def test_a_pivoted_pair_with_auto_and_alternatives(client):
     """Alternatives through a pivot: the composition's n-best (each pivot hypothesis
     translated again, ranked by the summed scores), so each one is a translation of one of
-    the first pair's hypotheses; 'auto' names the pivoted pair's source."""
+    the first pair's hypotheses; under 'auto' each text takes its detected language's
+    route, pivoted or direct."""
     first = translate(client, "Das Buch ist gut.", "de", "en", alternatives=2)
     candidates = set()
     for english in [first["translatedText"], *first["alternatives"]]:
@@ -157,12 +163,20 @@ def test_a_pivoted_pair_with_auto_and_alternatives(client):
     shown = [got["translatedText"], *got["alternatives"]]
     assert len(shown) == len(set(shown)) <= 3 and set(shown) <= candidates
 
-    r = client.post("/translate", json={"q": "The book.", "source": "auto", "target": "es"})
-    assert r.status_code == 200  # auto -> es: en, the one language translating into es directly
-    assert r.json()["detectedLanguage"] == {"language": "en", "confidence": 100.0}
-    assert (
-        r.json()["translatedText"] == translate(client, "The book.", "en", "es")["translatedText"]
-    )
+    from aiayn.serve.detect import detect
+
+    texts = ["Das Buch ist gut.", "The book is good."]  # de -> en -> es, en -> es
+    got = translate(client, texts, "auto", "es", alternatives=2)
+    codes = [x["code"] for x in client.get("/languages").json()]
+    found = detect(texts, codes)
+    assert [code for code, _ in found] == ["de", "en"]
+    assert got["detectedLanguage"] == [{"language": c, "confidence": v} for c, v in found]
+    named = [
+        translate(client, texts[0], "de", "es", alternatives=2),
+        translate(client, texts[1], "en", "es", alternatives=2),
+    ]
+    assert got["translatedText"] == [n["translatedText"] for n in named]
+    assert got["alternatives"] == [n["alternatives"] for n in named]
 
 
 def test_the_other_libretranslate_routes_answer_with_three_pairs(client):

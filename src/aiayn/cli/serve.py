@@ -186,8 +186,7 @@ def add_access_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         metavar="CODE",
         help="the source language /frontend/settings names for a page to start with: a served "
-        "code, or auto (where the server can take it: one source language into the target; "
-        "else the first one) (default: auto)",
+        "code, or auto (each text's language detected among the served ones) (default: auto)",
     )
     g.add_argument(
         "--frontend-language-target",

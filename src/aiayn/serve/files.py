@@ -36,12 +36,13 @@ from aiayn import documents
 from aiayn.errors import UserError
 from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
+from aiayn.serve.detect import detect, ranked
 from aiayn.serve.errors import ServeError
+from aiayn.serve.languages import same_language, served_languages, translators
 from aiayn.serve.models import ServedModel
 from aiayn.serve.pairs import Route, check_glossary_route, pick_route
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
-from aiayn.serve.routes.libretranslate import translators
 from aiayn.serve.schemas import Glossary
 from aiayn.serve.terminology import terms_for, terms_key
 
@@ -262,6 +263,46 @@ def _check_languages(registry: Registry, source: str, target: str) -> Route:
         raise ServeError(400, e.message, e.param) from None
 
 
+def document_language(opened: documents.Opened, candidates: list[str]) -> str | None:
+    """The language most of ``opened``'s text is in among ``candidates``
+    (``aiayn.serve.detect.ranked``: each sentence detected on its own); None where none is
+    found (a document without words)."""
+    texts = documents.sentences(opened, lambda text: True).texts  # cut at sentence ends
+    found = ranked(texts, detect(texts, candidates))
+    return found[0][0] if found and found[0][1] > 0 else None
+
+
+async def _document_language(upload: UploadFile, registry: Registry, target: str, files) -> str:
+    """``source`` "auto": the language most of the document's text is in among the served
+    languages (``document_language``), or "auto" (the only model into ``target``) where none
+    is found. The document is read in its turn, as for its translation."""
+    candidates = served_languages(registry)
+    if target not in candidates:
+        return "auto"  # refused as not served, before the upload is read
+    data, name = await upload.read(), display_name(upload.filename)
+    await upload.seek(0)  # read again for the translation
+
+    def find() -> str | None:
+        return document_language(documents.read(data, name, limits(registry.config)), candidates)
+
+    async with files.turns:
+        try:
+            found = await run_in_threadpool(find)
+        except documents.DocumentError as e:
+            raise ServeError(400, str(e), "file") from None
+    return found or "auto"
+
+
+def limits(config: ServeConfig, grown: int = 1) -> documents.Limits:
+    """What an upload may hold (``grown`` times that: a pivot's first translation, read
+    again): an archive inflates to at most 50 times the body limit."""
+    return documents.Limits(
+        max_bytes=grown * config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * grown * config.max_body_bytes),
+        max_chars=grown * config.max_file_chars,
+    )
+
+
 _FORM = {
     "multipart/form-data": {
         "schema": {
@@ -296,7 +337,10 @@ _FORM = {
 )
 async def translate_file(request: Request, registry: Models, caller: Guarded):
     """LibreTranslate's file translation: the document translated whole, its formatting
-    kept; answers the URL of the translated file (``/download_file/NAME``)."""
+    kept, directly or through a pivot; answers the URL of the translated file
+    (``/download_file/NAME``). ``source`` 'auto': the language most of its text is in
+    (``document_language``); a document found in the target language comes back as it
+    came."""
     config = registry.config
     if config.disable_files_translation:
         raise ServeError(403, DISABLED)
@@ -315,22 +359,30 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
-    route = _check_languages(registry, form["source"].lower(), form["target"].lower())
+    source, target = form["source"].lower(), form["target"].lower()
+    detected = source == "auto"
+    if detected:
+        source = await _document_language(upload, registry, target, files_of(request))
+    # a document found in the target language comes back as it came (no route)
+    found_in_target = detected and same_language(registry, source, target) is not None
+    route = None if found_in_target else _check_languages(registry, source, target)
     given = _form_glossary(form.get("glossary"))
-    check_glossary_route(route, given)
+    if route is not None:
+        check_glossary_route(route, given)
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
     glossary = request.app.state.glossary
     async with files.turns:
         stored = data
-        for leg, model_name in enumerate(route.legs):  # through a pivot: translated again
+        legs = route.legs if route is not None else ()
+        for leg, model_name in enumerate(legs):  # through a pivot: translated again
             stored = await _translate(stored, name, fmt, model_name, registry, given, glossary, leg)
         key = await run_in_threadpool(
             files.store.put,
             stored,
             fmt.extensions[0],
-            translated_name(name, route.target),
+            translated_name(name, target),
             fmt.media_type,
         )
     asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
@@ -371,19 +423,14 @@ async def translate_document(
     ``model`` with ``terms``: the translated file's bytes (400 for a file that cannot be
     read). LibreTranslate's /translate_file and DeepL's /v2/document both call it."""
     config = registry.config
-    grown = PIVOT_GROWTH if leg else 1
-    limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
-        max_bytes=grown * config.max_body_bytes,
-        max_inflated=min(documents.Limits.max_inflated, 50 * grown * config.max_body_bytes),
-        max_chars=grown * config.max_file_chars,
-    )
+    read_within = limits(config, PIVOT_GROWTH if leg else 1)
     limit = model.max_text_tokens
 
     def fits(text: str) -> bool:
         return model.token_counts([text])[0] <= limit
 
     def read():
-        opened = documents.read(data, name, limits)
+        opened = documents.read(data, name, read_within)
         return opened, documents.sentences(opened, fits, config.kept), documents.aligned(opened)
 
     try:

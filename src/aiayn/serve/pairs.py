@@ -93,10 +93,11 @@ class Pairs:
 
 
 def pick_route(registry, source: str, target: str) -> Route:
-    """The route translating ``source`` ('auto': the one source language that translates
-    directly into ``target``, else the one through a pivot) into ``target``, once the
-    registry is ready; LibreTranslate's answers for a language not served and a pair not
-    served (400)."""
+    """The route translating ``source`` into ``target``, once the registry is ready;
+    LibreTranslate's answers for a language not served and a pair not served (400).
+    ``source`` 'auto' stands for a text no language was found in (``aiayn.serve.detect``
+    finds the others'): the one source language that translates directly into ``target``,
+    else the one through a pivot."""
     registry.require_ready()
     pairs: Pairs = registry.pairs
     for code in (source, target):
@@ -110,8 +111,8 @@ def pick_route(registry, source: str, target: str) -> Route:
         if len(sources) > 1:
             raise ServeError(
                 400,
-                f"source: 'auto' cannot choose among {', '.join(sources)} (this server "
-                "identifies no language); name the source",
+                f"source: 'auto' cannot choose among {', '.join(sources)} (no language "
+                "was found in the text); name the source",
                 "source",
             )
         route = pairs.route(sources[0], target) if sources else None

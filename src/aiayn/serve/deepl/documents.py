@@ -27,9 +27,16 @@ from aiayn.serve.deepl.common import (
     request_fields,
 )
 from aiayn.serve.deepl.fields import DocumentKey, DocumentRequest
-from aiayn.serve.deepl.text import detect_sources, glossary_table
+from aiayn.serve.deepl.text import candidates, glossary_table
 from aiayn.serve.errors import ServeError, validation_message
-from aiayn.serve.files import app_files, display_name, translate_document, translated_name
+from aiayn.serve.files import (
+    app_files,
+    display_name,
+    document_language,
+    limits,
+    translate_document,
+    translated_name,
+)
 from aiayn.serve.inputs import form_or_json
 from aiayn.serve.routes import Models
 from aiayn.serve.terminology import terms_for
@@ -99,9 +106,10 @@ async def upload(request: Request, registry: Models, caller: Guarded):
     target, source = languages_of(served, req.target_lang, req.source_lang)
     check_formality(req.formality, req.target_lang)
     table = await glossary_table(request, req, caller, source, target)
-    source = source or detect_sources(served, [""], target)[0]
     data = await upload.read()
-    characters = await run_in_threadpool(_characters, data, name, config)
+    among = None if source else candidates(served, target)
+    characters, found = await run_in_threadpool(_read, data, name, config, among)
+    source = source or found
     if source == target:
         raise ServeError(400, "source_lang: the document is in target_lang already", "source_lang")
     entry = next(m for s, t, m in served if (s, t) == (source, target))
@@ -152,19 +160,19 @@ async def upload(request: Request, registry: Models, caller: Guarded):
     return {"document_id": job.id, "document_key": key}
 
 
-def _characters(data: bytes, name: str, config) -> int:
+def _read(data: bytes, name: str, config, among: list[str] | None) -> tuple[int, str | None]:
     """The characters of text in a document (what it is billed), read as /translate_file
-    reads it (400 for one that cannot be)."""
-    limits = documents.Limits(
-        max_bytes=config.max_body_bytes,
-        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
-        max_chars=config.max_file_chars,
-    )
+    reads it (400 for one that cannot be), and, given the languages it may be in
+    (``among``), the one most of its text is in (``document_language``; a document without
+    words: the first of them)."""
     try:
-        opened = documents.read(data, name, limits)
+        opened = documents.read(data, name, limits(config))
     except documents.DocumentError as e:
         raise ServeError(400, str(e), "file") from None
-    return sum(len(s.text) for d in opened.documents for s in d.segments)
+    characters = sum(len(s.text) for d in opened.documents for s in d.segments)
+    if among is None:
+        return characters, None
+    return characters, document_language(opened, among) or among[0]
 
 
 async def _job(request: Request, caller: Caller, document_id: str):

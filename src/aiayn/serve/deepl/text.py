@@ -30,11 +30,12 @@ from aiayn.serve.deepl.common import (
     target_codes,
 )
 from aiayn.serve.deepl.fields import LanguagesRequest, TranslateRequest
+from aiayn.serve.detect import detect
 from aiayn.serve.errors import ServeError, validation_message
 from aiayn.serve.inputs import form_or_json, has_words
 from aiayn.serve.keys import KeyStoreUnavailable
 from aiayn.serve.models import ServedModel
-from aiayn.serve.registry import Registry
+from aiayn.serve.registry import Entry, Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.terminology import terms_for, terms_key
 from aiayn.serve.usage import UNLIMITED, period
@@ -48,19 +49,33 @@ _LINE_BREAK = re.compile(r"\r\n|[\r\n\u2028\u2029\x0b\x0c\x1c-\x1e\x85]")
 MAX_GLOSSARIES = 5  # glossary_ids per request, as DeepL takes them
 
 
-def detect_sources(served: list[tuple[str, str, ServedModel]], texts: list[str], target: str):
+def candidates(served: list[tuple[str, str, Entry]], target: str) -> list[str]:
+    """The languages a text asked for in ``target`` without ``source_lang`` may be in: those
+    the served translators into ``target`` read, then ``target`` itself (a text in it comes
+    back as it came)."""
+    return list(dict.fromkeys([*(s for s, t, _ in served if t == target), target]))
+
+
+async def detect_sources(
+    served: list[tuple[str, str, Entry]], texts: list[str], target: str, req: TranslateRequest
+) -> list[str]:
     """The source language of each of ``texts``, asked for in ``target`` without one (DeepL's
-    ``detected_source_language``). This server identifies no language yet: each text is in
-    the language the served translators into ``target`` read (400 where they read several)."""
-    sources = list(dict.fromkeys(source for source, t, _ in served if t == target))
-    if len(sources) > 1:
-        raise ServeError(
-            400,
-            f"source_lang: required: this server translates into {target.upper()} from "
-            f"{', '.join(s.upper() for s in sources)} and identifies no language",
-            "source_lang",
-        )
-    return [sources[0]] * len(texts)
+    ``detected_source_language``): the language each is found in (``aiayn.serve.detect``)
+    among ``candidates``; of a tagged text (``tag_handling``), its words, not its tags. A text
+    without words is read in the first of them."""
+    if req.tag_handling is not None:
+        tags, parser = _tags(req)
+
+        def words(text: str, name: str) -> str:
+            return " ".join(" ".join(s.words) for s in parser(text, name, tags).segments)
+
+        names = [f"text[{i}]" for i in range(len(texts))]
+        try:
+            texts = await run_in_threadpool(lambda: list(map(words, texts, names)))
+        except markup.MarkupError as e:
+            raise ServeError(400, str(e), "text") from None
+    found = await run_in_threadpool(detect, texts, candidates(served, target))
+    return [code for code, _ in found]
 
 
 @router.post("/v2/translate", openapi_extra=form_or_json(TranslateRequest))
@@ -73,7 +88,7 @@ async def translate(request: Request, registry: Models, caller: Guarded):
     target, source = languages_of(served, req.target_lang, req.source_lang)
     _check_options(req)
     table = await glossary_table(request, req, caller, source, target)
-    sources = [source] * len(texts) if source else detect_sources(served, texts, target)
+    sources = [source] * len(texts) if source else await detect_sources(served, texts, target, req)
     async with billed(request, caller, sum(map(len, texts))):
         out = list(texts)  # a text asked for in its own language comes back as it came
         for language in dict.fromkeys(sources):
@@ -263,17 +278,8 @@ async def _translate_tagged(
 ) -> list[str]:
     """``texts`` holding XML or HTML tags: their text translated sentence by sentence, each
     element around the words aligned to the words it enclosed (``aiayn.data.markup``)."""
-    from aiayn.data.markup import xml
-
     config = registry.config
-    tags = markup.Tags(
-        splitting=frozenset(t.lower() for t in req.splitting_tags or ()),
-        non_splitting=frozenset(t.lower() for t in req.non_splitting_tags or ()),
-        ignored=frozenset(t.lower() for t in req.ignore_tags or ()),
-        xml=req.tag_handling == "xml",
-        outline=req.outline_detection is not False,
-    )
-    parser = xml.parse if req.tag_handling == "xml" else markup.parse
+    tags, parser = _tags(req)
     names = [f"text[{i}]" for i in range(len(texts))]
     try:
         sentences = await run_in_threadpool(
@@ -293,6 +299,21 @@ async def _translate_tagged(
             ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
         )
     return sentences.render([(t.text, t.alignment or ()) for t in results])
+
+
+def _tags(req: TranslateRequest) -> tuple[markup.Tags, Callable]:
+    """The request's rules over its tags (``tag_handling``: xml or html), and the parser
+    that reads them."""
+    from aiayn.data.markup import xml
+
+    tags = markup.Tags(
+        splitting=frozenset(t.lower() for t in req.splitting_tags or ()),
+        non_splitting=frozenset(t.lower() for t in req.non_splitting_tags or ()),
+        ignored=frozenset(t.lower() for t in req.ignore_tags or ()),
+        xml=req.tag_handling == "xml",
+        outline=req.outline_detection is not False,
+    )
+    return tags, xml.parse if req.tag_handling == "xml" else markup.parse
 
 
 @router.get("/v2/languages")

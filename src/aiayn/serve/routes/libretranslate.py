@@ -15,14 +15,22 @@ from aiayn.data.passages import Passages
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded, guard_request
 from aiayn.serve.config import FrontendConfig
+from aiayn.serve.detect import detect as detect_languages
+from aiayn.serve.detect import ranked
 from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
 from aiayn.serve.inputs import (
-    LANGUAGE_NAMES,
     check_prefix,
     form_or_json,
     has_words,
     libretranslate_body,
     texts_of,
+)
+from aiayn.serve.languages import (  # translators: also imported from here
+    detected_source,
+    detected_sources,
+    route_for,
+    served_languages,
+    translators,
 )
 from aiayn.serve.models import ServedModel
 from aiayn.serve.pairs import Hypotheses, Route, check_glossary_route, pick_route, pivoted
@@ -33,17 +41,13 @@ from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
+__all__ = ["TranslateLane", "frontend_languages", "router", "translation", "translators"]
+
 
 def supported_file_formats(config) -> list[str]:
     """The file extensions documents may be translated from (``/frontend/settings``'
     ``supportedFilesFormat``; ``aiayn.documents``): none with --disable-files-translation."""
     return [] if config.disable_files_translation else documents.supported_formats()
-
-
-def translators(registry: Registry) -> list[Entry]:
-    """The translators with known languages (loaded or not), once the server is ready."""
-    registry.require_ready()
-    return [e for e in registry.entries.values() if e.is_translator and e.languages]
 
 
 @router.get("/languages")
@@ -61,32 +65,17 @@ async def languages(registry: Models):
 
 @router.post("/detect", openapi_extra=form_or_json(s.DetectRequest))
 async def detect(request: Request, registry: Models, caller: Guarded):
-    """LibreTranslate's detection. This server identifies no language: it answers the
-    source languages it translates from, with the confidence split evenly among them (for a
-    list of texts, one list for them all, as LibreTranslate answers)."""
+    """LibreTranslate's detection: the language of ``q`` among those this server lists
+    (``/languages``), with its confidence (0-100; ``aiayn.serve.detect``). For a list of
+    texts, one list for them all, as LibreTranslate answers: each text detected on its own,
+    the languages ranked by how much of the text is in them (``ranked``)."""
     req = await libretranslate_body(request, s.DetectRequest)
-    texts_of(req.q, "q", caller)
-    sources = list(dict.fromkeys(m.languages[0] for m in translators(registry)))
-    return [{"language": code, "confidence": 100.0 / len(sources)} for code in sources]
-
-
-def _name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
-
-
-def same_language(registry: Registry, source: str, target: str) -> str | None:
-    """The served language ``target`` where a text asked for in it already is in it: the
-    ``source`` (LibreTranslate answers a text translated into its own language as it came),
-    or under 'auto' this server's only source language, where no model translates into it."""
-    served = translators(registry)
-    if target not in {code for m in served for code in m.languages}:
-        return None
-    if source == target:
-        return target
-    if source == "auto" and not any(m.languages[1] == target for m in served):
-        if {m.languages[0] for m in served} == {target}:
-            return target
-    return None
+    texts = texts_of(req.q, "q", caller)
+    candidates = served_languages(registry)
+    if not candidates:
+        return []
+    found = await run_in_threadpool(detect_languages, texts, candidates)
+    return [{"language": code, "confidence": c} for code, c in ranked(texts, found)]
 
 
 def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q") -> list[str]:
@@ -112,14 +101,19 @@ def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q
 
 @router.post("/translate", openapi_extra=form_or_json(s.LibreTranslateRequest))
 async def libretranslate(request: Request, registry: Models, caller: Guarded):
-    """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto' picks the
-    only model into ``target``), ``target``, ``alternatives``; JSON or form body. A text
-    with no letters to translate (an emoji, a number, a URL) comes back as it came."""
+    """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto': each text's
+    language detected on its own, ``aiayn.serve.detect``), ``target``, ``alternatives``; JSON
+    or form body. A text with no letters to translate (an emoji, a number, a URL) comes back
+    as it came."""
     return await translation(request, registry, caller)
 
 
 async def translation(request: Request, registry: Registry, caller: Caller) -> dict:
-    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body)."""
+    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body).
+    The texts are grouped by their source language (under 'auto' each text's own, detected;
+    a text without words in none), each group translated along its route (``pick_route``:
+    directly or through a pivot); a group in the target language, or in none, comes back as
+    it came."""
     req = await libretranslate_body(request, s.LibreTranslateRequest, empty_q=True)
     if is_form(request.scope):  # a text area's lines end "\r\n": "\n", as LibreTranslate reads them
         q = (
@@ -137,38 +131,82 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         max_beam = registry.config.max_beam
         message = f"alternatives: at most {max_beam - 1} (--max-beam {max_beam})"
         raise ServeError(400, message, "alternatives")
-    same = same_language(registry, req.source, req.target)
-    if same is not None:
-        check_prefix(req.prefix, registry.config)
-        return _as_it_came(req, same)
-    route, config = pick_route(registry, req.source, req.target), registry.config
-    check_glossary_route(route, req.glossary)
-    glossary = request.app.state.glossary
+    if req.source == "auto":
+        found = await detected_sources(req, registry, caller, texts)
+        # a text no language was found in (one without words) comes back as it came
+        sources = [code if confidence > 0 else None for code, confidence in found]
+    else:
+        found, sources = None, [req.source] * len(texts)
+    groups: dict[str | None, list[int]] = {}
+    for i, source in enumerate(sources):
+        groups.setdefault(source, []).append(i)
+    # every group's route found (or refused) before any translates
+    routes = [route_for(registry, source, req.target) for source in groups]
+    for route in routes:
+        if route is not None:
+            check_glossary_route(route, req.glossary)
     if req.format == "html":
-        return await _translate_html(req, route, registry, caller, glossary)
-    check_prefix(req.prefix, config)
-    nbest = 1 + req.alternatives
+        if req.prefix:
+            raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
+        texts_of(req.q, "q", caller)  # the whole markup within --max-chars
+    else:
+        check_prefix(req.prefix, registry.config)
+    glossary = request.app.state.glossary
+    single = isinstance(req.q, str)
+    # each text's hypotheses ((text, score), best first); None: as it came
+    outputs: list[Hypotheses | None] = [None] * len(texts)
+    for route, indices in zip(routes, groups.values(), strict=True):
+        if route is None:
+            continue
+        part = [texts[i] for i in indices]
+        if req.format == "html":
+            names = ["q"] if single else [f"q[{i}]" for i in indices]
+            pages = await _html_route(registry, route, part, names, req.glossary, glossary)
+            done = [[(page, 0.0)] for page in pages]  # no alternatives for a page
+        else:
+            done = await _text_route(
+                registry, route, part, 1 + req.alternatives, req.prefix, req.glossary, glossary
+            )
+        for i, hypotheses in zip(indices, done, strict=True):
+            outputs[i] = hypotheses
+    best = [text if hs is None else hs[0][0] for text, hs in zip(texts, outputs, strict=True)]
+    body: dict = {"translatedText": best[0] if single else best}
+    if req.alternatives:  # none for a page (as LibreTranslate answers) or a text as it came
+        others = [
+            [] if hs is None else _unique([t for t, _ in hs[1:]], best[i])
+            for i, hs in enumerate(outputs)
+        ]
+        body["alternatives"] = others[0] if single else others
+    if found is not None:
+        guesses = [{"language": code, "confidence": c} for code, c in found]
+        body["detectedLanguage"] = guesses[0] if single else guesses
+    return body
+
+
+async def _text_route(
+    registry: Registry,
+    route: Route,
+    texts: list[str],
+    nbest: int,
+    prefix: str,
+    given,
+    glossary,
+) -> list[Hypotheses]:
+    """Each of ``texts``' ``nbest`` hypotheses along ``route``: after the first leg, then
+    through the pivot each of them translated again (``pivoted``); ``prefix`` begins the
+    last leg's translation, ``given`` (a request's glossary) applies to a direct pair."""
     last = len(route.legs) - 1
-    # each text's n-best ((text, score), best first) after the first leg, then through the
-    # pivot: each of them translated again (the prefix begins the last leg's translation)
     ranked = await _text_leg(
-        registry, route.legs[0], texts, nbest, req.prefix if last == 0 else "", req.glossary,
-        glossary,
-    )  # fmt: skip
+        registry, route.legs[0], texts, nbest, prefix if last == 0 else "", given, glossary
+    )
     if route.pivot is not None:
         between = [_unique_hypotheses(hs) for hs in ranked]
         flat = [text for hs in between for text, _ in hs]
         again = await _text_leg(
-            registry, route.legs[1], flat, nbest, req.prefix, None, glossary, pivoted=True
+            registry, route.legs[1], flat, nbest, prefix, None, glossary, pivoted=True
         )
         ranked = pivoted(between, again, nbest)
-    best = [hs[0][0] for hs in ranked]
-    single = isinstance(req.q, str)
-    body: dict = {"translatedText": best[0] if single else best}
-    if req.alternatives:
-        others = [_unique([t for t, _ in hs[1:]], best[i]) for i, hs in enumerate(ranked)]
-        body["alternatives"] = others[0] if single else others
-    return _detected(body, req, route, texts)
+    return ranked
 
 
 async def _text_leg(
@@ -273,22 +311,6 @@ def _sentences(
     return passages
 
 
-def _as_it_came(req, language: str) -> dict:
-    """The answer to a text asked for in the language it is in: the text as it came, without
-    alternatives, detected (under 'auto') as ``language``."""
-    single = isinstance(req.q, str)
-    texts = [req.q] if single else list(req.q)
-    body: dict = {"translatedText": req.q}
-    if req.alternatives:
-        body["alternatives"] = [] if single else [[] for _ in texts]
-    if req.source == "auto":
-        guesses = [
-            {"language": language, "confidence": 100.0 if has_words(t) else 0.0} for t in texts
-        ]
-        body["detectedLanguage"] = guesses[0] if single else guesses
-    return body
-
-
 def _unique(texts: list[str], translation: str) -> list[str]:
     """``texts`` without repeats, without the translation and without empty ones."""
     seen = {translation, ""}
@@ -315,22 +337,22 @@ async def frontend_settings(request: Request, registry: Models):
         "language": {
             "source": {
                 "code": source,
-                "name": "Auto Detect" if source == "auto" else _name(source),
+                "name": "Auto Detect" if source == "auto" else registry.pairs.name(source),
             },
-            "target": {"code": target, "name": _name(target)},
+            "target": {"code": target, "name": registry.pairs.name(target)},
         },
     }
 
 
 def frontend_languages(
-    served: list[ServedModel], frontend: FrontendConfig, accept_language: str
+    served: list[Entry], frontend: FrontendConfig, accept_language: str
 ) -> tuple[str, str]:
     """The (source, target) a page starts with, from ``--frontend-language-source`` and
     ``-target``: a served code as given (with a source given, a target it translates into),
-    "locale" the browser's first language served (``accept_language``), "auto" where this
-    server can take it for that target (one source translates into it: this server
-    identifies no language); anything else the first translator's, as LibreTranslate falls
-    back to its first languages."""
+    "locale" the browser's first language served (``accept_language``), "auto" as given
+    (each text's language is detected among the served ones, as LibreTranslate's "auto"
+    is); anything else the first translator's, as LibreTranslate falls back to its first
+    languages."""
     if not served:
         return "auto", "auto"
     pairs = [m.languages for m in served]
@@ -341,12 +363,9 @@ def frontend_languages(
     if wanted == "locale":
         wanted = next((c for c in accepted_languages(accept_language, targets)), "")
     target = wanted if wanted in targets else (targets[0] if fixed else pairs[0][1])
-    if fixed:
-        return fixed, target
-    sources = list(dict.fromkeys(s for s, t in pairs if t == target))
-    if source == "auto" and len(sources) == 1:
-        return "auto", target
-    return sources[0], target
+    if fixed or source == "auto":
+        return fixed or "auto", target
+    return next(s for s, t in pairs if t == target), target
 
 
 def accepted_languages(header: str, codes: list[str]) -> list[str]:
@@ -378,14 +397,18 @@ async def suggest(request: Request, registry: Models, caller: Guarded):
     """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite, the newest
     ``--suggestions-max-rows``), 403 without. ``q`` and ``s`` are texts within the limits of
     ``/translate``'s; ``source`` and ``target`` a pair this server translates, refused in
-    ``/translate``'s words (``source`` 'auto' is stored as the language it stands for)."""
+    ``/translate``'s words (``source`` 'auto' is stored as the language ``q`` is found in,
+    ``detected_source``)."""
     store = request.app.state.suggestions
     if store is None:
         raise ServeError(403, "Suggestions are disabled on this server.")
     req = await libretranslate_body(request, s.SuggestRequest)
     for name in ("q", "s"):
         libretranslate_texts(getattr(req, name), caller, name)
-    source = pick_route(registry, req.source, req.target).source
+    if req.source == "auto":
+        source = await detected_source(registry, req.q, req.target)
+    else:
+        source = pick_route(registry, req.source, req.target).source
     await run_in_threadpool(store.add, req.q, req.s, source, req.target)
     return {"success": True}
 
@@ -396,34 +419,17 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-def _detected(body: dict, req, route: Route, texts: list[str] | None) -> dict:
-    """``source`` 'auto': the route's source language, confidence 0 for a text without words
-    (``texts`` None: every text has them)."""
-    if req.source == "auto":
-        count = 1 if isinstance(req.q, str) else len(req.q)
-        words = [True] * count if texts is None else map(has_words, texts)
-        guesses = [{"language": route.source, "confidence": 100.0 if w else 0.0} for w in words]
-        body["detectedLanguage"] = guesses[0] if isinstance(req.q, str) else guesses
-    return body
-
-
-async def _translate_html(req, route: Route, registry: Registry, caller: Caller, glossary) -> dict:
-    """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
-    sentence and its markup kept (``aiayn.data.markup``); through a pivot, the pages in the
-    pivot language translated again. ``--max-chars`` bounds each document, markup included
-    (as LibreTranslate's character limit does). ``alternatives`` are none (an empty list),
-    as LibreTranslate answers them for a page."""
-    if req.prefix:
-        raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
-    pages = texts_of(req.q, "q", caller)  # the whole markup within --max-chars
-    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(pages))]
+async def _html_route(
+    registry: Registry, route: Route, pages: list[str], names: list[str], given, glossary
+) -> list[str]:
+    """``format`` "html": each of ``pages`` (texts of ``q``, called ``names`` in errors) a
+    page or fragment, its text translated sentence by sentence and its markup kept
+    (``aiayn.data.markup``) along ``route``: through a pivot, the pages in the pivot
+    language translated again. ``--max-chars`` bounds each document, markup included (as
+    LibreTranslate's character limit does)."""
     for name in route.legs:
-        pages = await _html_leg(registry, name, pages, names, req.glossary, glossary)
-    single = isinstance(req.q, str)
-    body: dict = {"translatedText": pages[0] if single else pages}
-    if req.alternatives:  # none for a page, as LibreTranslate answers
-        body["alternatives"] = [] if single else [[] for _ in pages]
-    return _detected(body, req, route, None)
+        pages = await _html_leg(registry, name, pages, names, given, glossary)
+    return pages
 
 
 async def _html_leg(
