@@ -182,7 +182,10 @@ def test_detect_and_frontend_settings(served):
     client, _ = served
     r = client.post("/detect", json={"q": "Die Tonqualität ist miserabel."})
     assert r.status_code == 200
-    assert {d["language"] for d in r.json()} <= {"de", "en"}
+    assert r.json()[0]["language"] == "de"  # among the packages' languages
+    assert {d["language"] for d in r.json()} <= set(NAMES)
+    auto = translate(client, "Die Tonqualität ist miserabel.", "auto", "en")
+    assert auto == translate(client, "Die Tonqualität ist miserabel.", "de", "en")
     r = client.get("/frontend/settings")
     assert r.status_code == 200
     settings = r.json()
