@@ -50,7 +50,8 @@ def test_what_a_path_holds(argos_packages, tmp_path, model_dirs):
     assert foreign_kind(tmp_path / "absent") is None
 
 
-def test_plain_requests_decode_with_ctranslate2_and_terms_with_the_import(de_en, cache):
+def test_plain_requests_decode_with_ctranslate2_and_terms_with_the_import(prenorm_package, cache):
+    de_en = aiayn.load(prenorm_package, cache_dir=cache)  # its own: nothing imported yet
     assert isinstance(de_en, PackageTranslator) and de_en.languages == ("de", "en")
     assert de_en.engine == "ctranslate2" and de_en.quantization == "int8"
     plain = de_en.translate(GERMAN)

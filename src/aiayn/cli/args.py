@@ -142,7 +142,9 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
         "--cache-dir",
         help="where the ctranslate2 engine caches its conversion (default: $AIAYN_CACHE_DIR, "
         "else MODEL/.ctranslate2, else, where MODEL cannot be written, "
-        "$XDG_CACHE_HOME/aiayn/ctranslate2)",
+        "$XDG_CACHE_HOME/aiayn/ctranslate2), and, under argos/, where an Argos Translate "
+        "package is extracted and imported (default: $AIAYN_CACHE_DIR/argos, else "
+        "$XDG_CACHE_HOME/aiayn/argos)",
     )
 
 
