@@ -156,14 +156,16 @@ def load_foreign(
     kept in ``cache_dir``, for what only aiayn's model does: ``aiayn.api.package``); under
     "torch" (or "auto" without CTranslate2) aiayn's import alone, an ordinary ``Translator``
     (which ``quantize`` then applies to). ``languages``: a CTranslate2 model's pair."""
-    from aiayn.api.engine import ctranslate2_installed
+    import importlib.util
+
     from aiayn.api.package import PackageTranslator
     from aiayn.interop.foreign import open_foreign
 
     if engine not in ENGINES:
         raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    if engine == "auto":
-        engine = "ctranslate2" if ctranslate2_installed() else "torch"
+    if engine == "auto":  # CTranslate2 alone (nothing is converted: no converter needed)
+        installed = importlib.util.find_spec("ctranslate2") is not None
+        engine = "ctranslate2" if installed else "torch"
     if engine == "torch":
         imported = open_foreign(path, cache_dir, languages).imported(cache_dir)
         return Translator.from_dir(imported, quantize=quantize, device=device, dtype=dtype)
