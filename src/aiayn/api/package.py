@@ -104,10 +104,7 @@ class PackageTranslator(Translator):
             decoders=decoders,
             max_positions=foreign.max_positions,
         )
-        self.decoder = self.fast
-        self.auto = False
-        self._make_fast = None
-        self._fast_lock = threading.Lock()
+        self.decoder, self.auto = self.fast, False  # Translator's: what decodes, no "auto"
         self.split_sentences = foreign.splitter()
         self.cache_dir = cache_dir
         self._placement = (where.device, dtype)
