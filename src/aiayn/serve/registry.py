@@ -243,11 +243,11 @@ class Registry:
                 entry.facts = model_facts(entry.spec)
                 if self.check is not None:
                     self.check(entry)
-            self.pairs = Pairs(
-                (e.name, e.languages)
-                for e in self.entries.values()
-                if e.is_translator and e.languages
-            )
+            served = [e for e in self.entries.values() if e.is_translator and e.languages]
+            names = {}  # a language's name as the first model naming it gives it
+            for e in served:
+                names = {**e.facts.language_names, **names}
+            self.pairs = Pairs(((e.name, e.languages) for e in served), names)
             for entry in self.preloaded():
                 if self._closing.is_set():
                     return
