@@ -39,3 +39,12 @@ if ! command -v redis-server >/dev/null 2>&1; then
             "shared-limit tests will skip" >&2
     fi
 fi
+# deepl-node: DeepL's Node client, which tests/serve/test_deepl_node.py runs against the
+# server; installed from tests/serve/deepl_node/package-lock.json where npm is (its registry
+# reachable), otherwise that test skips with a message
+if command -v npm >/dev/null 2>&1; then
+    (cd tests/serve/deepl_node && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+        echo "could not install deepl-node (npm ci): its test will skip" >&2
+else
+    echo "npm is not installed: the deepl-node test will skip" >&2
+fi

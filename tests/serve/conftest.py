@@ -14,6 +14,12 @@ from aiayn.data.tokenizer import CharTokenizer, Tokenizer
 from aiayn.fileio import write_json
 from aiayn.modeldir import save_model_dir
 from tests.conftest import REPO_ROOT
+from tests.interop.argos_fixtures import (  # noqa: F401 (the Argos Translate packages, built once)
+    argos_packages,
+    bpe_package,
+    marian_package,
+    prenorm_package,
+)
 
 
 def _ding_lines(n: int) -> list[str]:
@@ -59,6 +65,31 @@ def model_dirs(tmp_path_factory):
         {"data": {"task": "lm", "block_size": 32}},
     )
     return {"translator": translator, "classifier": classifier, "lm": lm}
+
+
+PAIRS = (("de", "en"), ("en", "fr"), ("en", "es"))  # pair_dirs': three pairs sharing English
+
+
+@pytest.fixture(scope="session")
+def pair_dirs(tmp_path_factory):
+    """{"de-en", "en-fr", "en-es"} (``PAIRS``): tiny random translators, each its own
+    weights (a seed each), one tokenizer; max_len 256, so that a translation (up to 50
+    tokens longer than its source) can be read again through a pivot."""
+    root = tmp_path_factory.mktemp("pairs")
+    bpe = Tokenizer.train(_ding_lines(300), vocab_size=400)
+    config = ModelConfig.preset(
+        "tiny", dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0
+    ).replace(vocab_size=bpe.vocab_size, max_len=256)
+    dirs = {}
+    for seed, (source, target) in enumerate(PAIRS, 1):
+        directory = root / f"{source}-{target}"
+        torch.manual_seed(seed)
+        save_model_dir(directory, build_model(config).eval())
+        bpe.save(directory)
+        data = {"task": "translation", "src_lang": source, "tgt_lang": target}
+        write_json(directory / "run.json", {"data": data})
+        dirs[directory.name] = directory
+    return dirs
 
 
 def wait_ready(client, seconds: float = 30.0):

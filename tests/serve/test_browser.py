@@ -151,6 +151,8 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
                 refused = check.offline(page, url)
                 page.goto(url)
                 page.wait_for_selector("#model option", state="attached", timeout=60_000)
+                started = page.input_value("#source")  # --frontend-language-source auto
+                page.select_option("#source", "de")
                 page.get_by_label("Text (German)").fill(text)  # a named box, in its language
                 languages = (
                     page.get_attribute("#text", "lang"),
@@ -180,18 +182,18 @@ def test_a_translator_works_on_the_page_as_on_libretranslates(model_dirs, tmp_pa
                 translated_file = Path(download.value.path()).read_text("utf-8")
                 widths = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
                 page.click("#swap")
-                swapped = (page.input_value("#model"), page.input_value("#text"))
+                swapped = tuple(page.input_value(f"#{k}") for k in ("source", "target", "text"))
             finally:
                 browser.close()
     finally:
         server.terminate()
         assert server.wait(60) == 0
-    assert "API key" in no_key and languages == ("de", "en")
+    assert started == "auto" and "API key" in no_key and languages == ("de", "en")
     assert shown == want["translatedText"] and "\n\n" in shown  # its paragraphs kept
     assert alternatives == want["alternatives"] and copied == shown
     assert name == "brief_en.txt" and widths == [390, 390]
     assert translated_file == file_want["translatedText"] + "\n"
-    assert swapped == ("en-de", shown)
+    assert swapped == ("en", "de", shown)
     with contextlib.closing(sqlite3.connect(suggestions)) as db:
         stored = db.execute("SELECT q, s, source, target FROM suggestions").fetchall()
     assert stored == [(text, "I am hungry.", "de", "en")]
@@ -274,3 +276,71 @@ def test_the_page_shows_limits_glossary_html_and_clears_for_an_empty_box(model_d
     assert count[0] == "41 / 40" and "over" in count[1]
     assert too_long == "Invalid request: request (41) exceeds text limit (40)"
     assert limited.startswith("Slowdown: 9 per 1 minute (try again in ")
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="no chromium (scripts/browser_check.sh)")
+def test_the_page_offers_every_pair_and_pivot_with_auto_first(pair_dirs, tmp_path):
+    """Three pairs sharing English (served lazily): the From picker starts with auto, then
+    every language that translates into another; To offers what the chosen one reaches,
+    directly or through English; a pivoted pair translates as /translate answers it, with no
+    attention map (no one model's), and swap only where the reverse is served."""
+    pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import sync_playwright
+
+    check = _browser_check()
+    port = check.free_port()
+    server = check.start_server(list(pair_dirs.values()), port, "--engine", "torch")
+    url = f"http://127.0.0.1:{port}/"
+    text = "Das Buch ist gut."
+    try:
+        want = _post(url + "translate", {"q": text, "source": "de", "target": "fr"}, None)
+        english = _post(
+            url + "translate", {"q": "The book.", "source": "auto", "target": "es"}, None
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=check.CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                refused = check.offline(page, url)
+                page.goto(url)
+                page.wait_for_selector("#source option", state="attached", timeout=60_000)
+
+                def options(select: str) -> list[str]:
+                    return page.eval_on_selector_all(
+                        f"{select} option", "os => os.map(o => o.value)"
+                    )
+
+                sources, model_box = options("#source"), page.is_hidden("#model-box")
+                page.select_option("#source", "de")
+                targets_de = options("#target")
+                page.select_option("#target", "fr")
+                pivot_view = (page.is_hidden("#attention-box"), page.is_hidden("#swap"))
+                page.fill("#text", text)
+                page.click("#go")
+                page.wait_for_selector("#copy:not([hidden])", timeout=60_000)
+                shown = page.text_content("#output")
+                page.select_option("#source", "en")
+                targets_en = options("#target")
+                page.select_option("#target", "es")
+                direct_view = (page.is_hidden("#attention-box"), page.is_hidden("#swap"))
+                page.select_option("#source", "auto")
+                page.select_option("#target", "es")
+                page.fill("#text", "The book.")
+                page.click("#go")
+                page.wait_for_selector("#copy:not([hidden])", timeout=60_000)
+                detected = (page.text_content("#output"), page.text_content("#detected"))
+                page.screenshot(path=str(tmp_path / "pairs.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+    assert sources == ["auto", "de", "en"] and model_box  # only translators: no model picker
+    assert targets_de == ["en", "fr", "es"] and targets_en == ["fr", "es"]
+    assert pivot_view == (True, True)  # de -> fr: through en, no reverse
+    assert direct_view == (False, True)  # en -> es: a model's (a map), no es -> en
+    assert shown == want["translatedText"]
+    assert detected == (english["translatedText"], "detected: English")
+    assert not errors and not refused

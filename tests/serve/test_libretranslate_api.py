@@ -139,9 +139,13 @@ def test_a_text_with_nothing_to_translate_comes_back_as_it_came(client, text):
     assert body["alternatives"] == [others[0], [], others[1]]
 
 
-def test_detect_takes_a_list(client):
-    r = client.post("/detect", json={"q": ["Hallo", "Welt"]})
-    assert r.status_code == 200 and r.json() == [{"language": "de", "confidence": 100.0}]
+def test_detect_takes_a_list_and_answers_one_ranking_for_it(client):
+    # LibreTranslate answers a list of texts with one list of languages, the most used first
+    texts = ["Ich habe heute keine Zeit.", "Hello", "Das Wetter ist schön."]
+    r = client.post("/detect", json={"q": texts})
+    assert r.status_code == 200
+    assert [x["language"] for x in r.json()] == ["de", "en"]
+    assert all(0 < x["confidence"] <= 100 for x in r.json())
 
 
 def test_frontend_settings_fields(client):

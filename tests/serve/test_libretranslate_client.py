@@ -41,7 +41,10 @@ def test_its_calls_answer_as_the_model_translates(served):
         assert lt.translate(text, "de", "en") == want
     codes = {language["code"]: language["targets"] for language in lt.languages()}
     assert codes == {"de": ["de", "en"], "en": ["en"]}
-    assert lt.detect("Hallo Welt") == [{"language": "de", "confidence": 100.0}]
+    from aiayn.serve.detect import detect
+
+    (found,) = detect(["Hallo Welt"], ["de", "en"])
+    assert lt.detect("Hallo Welt") == [{"language": "de", "confidence": found[1]}]
 
 
 @pytest.mark.parametrize("key, status", [(None, 400), ("not-a-key", 403)])

@@ -357,9 +357,9 @@ def three_pairs(model_dirs):
 @pytest.mark.parametrize(
     "source, target, accept, want",
     [
-        ("auto", "locale", "", ("de", "en")),  # two sources into en: auto cannot choose
-        ("auto", "locale", "de-CH, de;q=0.9, en;q=0.8", ("auto", "de")),  # en alone into de
-        ("auto", "locale", "fr, en;q=0.5, de;q=0", ("de", "en")),  # fr is no target
+        ("auto", "locale", "", ("auto", "en")),  # two sources into en: each text's detected
+        ("auto", "locale", "de-CH, de;q=0.9, en;q=0.8", ("auto", "de")),
+        ("auto", "locale", "fr, en;q=0.5, de;q=0", ("auto", "en")),  # fr is no target
         ("auto", "de", "", ("auto", "de")),
         ("fr", "locale", "de", ("fr", "en")),  # fr translates into en only
         ("en", "locale", "", ("en", "de")),
@@ -378,9 +378,11 @@ def test_frontend_languages(three_pairs, source, target, accept, want):
     assert (languages["source"]["code"], languages["target"]["code"]) == want
     names = {"auto": "Auto Detect", "de": "German", "en": "English", "fr": "French"}
     assert languages["source"]["name"] == names[want[0]]
-    if want[0] == "auto":  # the page's first request is one the server takes
-        r = three_pairs.post("/translate", json={"q": "Ja.", "source": "auto", "target": want[1]})
+    if want[0] == "auto":  # the page's first request is one the server takes, in any language
+        body = {"q": ["Ja, das ist gut.", "Yes, that is good."], "source": "auto"}
+        r = three_pairs.post("/translate", json={**body, "target": want[1]})
         assert r.status_code == 200, r.text
+        assert [d["language"] for d in r.json()["detectedLanguage"]] == ["de", "en"]
 
 
 def test_frontend_language_flags(model_dirs, monkeypatch, capsys):

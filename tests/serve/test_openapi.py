@@ -104,6 +104,7 @@ def test_every_error_a_route_gives_is_documented_with_its_body(served):
         (client.post("/translate", content=b"{", headers={"content-type": "application/json"}),
          "/translate", "post"),
         (client.get("/v1/models/nope"), "/v1/models/{model_id}", "get"),
+        (client.post("/v2/translate", json={"target_lang": "EN-US"}), "/v2/translate", "post"),
     ]  # fmt: skip
     for r, path, method in answers:
         documented = document["paths"][path][method]["responses"]
@@ -118,6 +119,7 @@ def test_every_error_a_route_gives_is_documented_with_its_body(served):
             if method == "post":
                 assert {"400", "413", "415"} <= set(operation["responses"]), path
                 lt = ("/translate", "/detect", "/suggest", "/translate_file")  # LibreTranslate's
-                invalid = "400" if path in lt else "422"
+                deepl = path.startswith(("/v2/", "/v3/"))  # DeepL's: 400 too
+                invalid = "400" if path in lt or deepl else "422"
                 assert invalid in operation["responses"], path
     assert "HTTPValidationError" not in document["components"]["schemas"]  # FastAPI's 422

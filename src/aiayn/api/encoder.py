@@ -9,8 +9,8 @@ from torch import Tensor
 
 from aiayn.api.base import LoadedModel
 from aiayn.api.options import check_int
+from aiayn.api.preparation import text_list
 from aiayn.api.results import Classification
-from aiayn.api.translator import text_list
 from aiayn.errors import OptionError
 from aiayn.infer.classify import (
     average_probabilities,

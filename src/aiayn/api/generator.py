@@ -9,8 +9,8 @@ import torch
 
 from aiayn.api.base import LoadedModel
 from aiayn.api.options import check_int, decoded_sampling
+from aiayn.api.preparation import text_list
 from aiayn.api.results import Generation
-from aiayn.api.translator import text_list
 from aiayn.errors import OptionError
 from aiayn.infer.sampling import Sampling, generate_steps
 

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import threading
-import unicodedata
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
+from aiayn.api import assembly, search
 from aiayn.api.base import LoadedModel
 from aiayn.api.device import placement
-from aiayn.api.engine import needs_torch, resolve_engine
+from aiayn.api.engine import resolve_engine
 from aiayn.api.options import check_search, check_translate, decoded_sampling
-from aiayn.api.results import Hypothesis, Translation
-from aiayn.api.terms import (
-    GlossaryLike,
-    constraint_ids,
-    glossary_terms,
-    less_prefix,
-    stray_sigils,
-    text_constraints,
-)
+from aiayn.api.preparation import document_sentences, page_sentences, prepare, text_list
+from aiayn.api.results import Translation
+from aiayn.api.terms import GlossaryLike
 from aiayn.data.batching import pad
-from aiayn.data.terminology import check_patterns
 from aiayn.documents import Limits
 from aiayn.errors import OptionError, UserError
 from aiayn.infer import translate as decoding
@@ -33,12 +24,7 @@ from aiayn.infer.attention import AttentionMap, translation_attention
 from aiayn.infer.sampling import Sampling
 from aiayn.modeldir import ModelDir
 
-
-def text_list(texts, name: str = "texts") -> list[str]:
-    """``texts`` as a list of strings; a bare string is an error (it is not a list of texts)."""
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise OptionError(f'{name} must be a list of strings, e.g. ["Guten Morgen."]', name)
-    return list(texts)
+__all__ = ["Translator", "text_list"]
 
 
 class Translator(LoadedModel):
@@ -90,18 +76,11 @@ class Translator(LoadedModel):
         used = resolve_engine(engine, directory.config, device=device, dtype=dtype, quantize=int8)
         if used == "torch":
             return super().from_dir(directory, quantize=quantize, device=device, dtype=dtype)
-        from aiayn.interop.ctranslate2 import CTranslate2Engine
-
         where = placement(device, dtype, quantize=int8, engine=used)
-        make = functools.partial(
-            CTranslate2Engine,
-            directory,
-            quantize=quantize,
-            device=str(where.device),
-            threads=torch.get_num_threads(),
-            decoders=decoders,
+        make = search.ctranslate2_maker(
+            directory, quantize=quantize, device=where.device, decoders=decoders,
             cache_dir=cache_dir,
-        )
+        )  # fmt: skip
         decoder = None if engine == "auto" else make()  # "auto": converted on first use
         translator = super().from_dir(directory, quantize=quantize, device=where.device)
         if decoder is not None:
@@ -117,16 +96,11 @@ class Translator(LoadedModel):
         with self._fast_lock:
             if self._make_fast is not None:
                 make, self._make_fast = self._make_fast, None
-                try:
-                    self.decoder = make()
-                except UserError as e:  # no CTranslate2 counterpart, or it cannot run here
-                    from aiayn.interop.ctranslate2 import CannotRunHere
-
+                fast = search.built_or_none(make)
+                if fast is None:
                     self.auto = False
-                    # it could take the model but not here: say why (a model it cannot take
-                    # goes to aiayn's model without a word)
-                    if isinstance(e, CannotRunHere):
-                        warnings.warn(f"engine auto: {e}; aiayn's model decodes", stacklevel=2)
+                else:
+                    self.decoder = fast
         return self.decoder if self.auto else None
 
     @classmethod
@@ -148,13 +122,7 @@ class Translator(LoadedModel):
         for d in dirs:  # every member's device and dtype checked before any loads
             placement(device, dtype, quantize=quantize or d.quantization)
         members = [cls.from_dir(d, quantize=quantize, device=device, dtype=dtype) for d in dirs]
-        digests = [d.tokenizer_sha256() for d in dirs]
-        for d, digest in zip(dirs[1:], digests[1:], strict=True):
-            if digest != digests[0]:
-                raise UserError(
-                    f"{d.tokenizer_path} differs from {dirs[0].tokenizer_path}: the models "
-                    "of an ensemble share one tokenizer (their vocabularies must be the same)"
-                )
+        search.check_one_tokenizer(dirs)
         model = Ensemble([m.model for m in members])
         return cls(model, members[0].tokenizer, dirs[0].path, members[0].run)
 
@@ -219,12 +187,7 @@ class Translator(LoadedModel):
         translation's word alignment, from the torch model's cross-attention
         (``aiayn.infer.alignment``: the method, and what it is not).
 
-        With the ctranslate2 engine, greedy search gives the torch engine's tokens; beam
-        search keeps aiayn's scores (the best hypothesis agrees at ``lenpen`` 0, and with
-        the shipped model's on 1,000 of its 1,000 test sentences at 0.6); samples are
-        CTranslate2's, seeded per call (not per sentence: ``first_index`` does not apply;
-        a seed is below 2**32). A temperature below 2**-100 is greedy, one above 2**100 is
-        2**100 (``aiayn.api.options.decoded_sampling``), in both engines.
+        With the ctranslate2 engine: what its searches give (``aiayn.api.search``).
 
         Terms each translation must hold, placed by lexically constrained beam search
         (``aiayn.infer.constrained``; docs/decoding.md): ``glossary`` (a JSON or TSV file, a
@@ -245,89 +208,27 @@ class Translator(LoadedModel):
         """
         check_translate(beam, lenpen, max_len_offset, nbest, early_stop, sampling)
         sampling = decoded_sampling(sampling)
-        texts = text_list(texts)
-        prefixes = None if prefix is None else text_list(prefix, "prefix")
-        if prefixes is not None and len(prefixes) != len(texts):
-            raise OptionError(
-                f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text "
-                "('' for none)",
-                "prefix",
-            )
-        wanted = text_constraints(
-            texts, glossary_terms(glossary, self.languages), constraints, keep
-        )
-        if wanted is not None and prefixes is not None:
-            wanted = less_prefix(wanted, prefixes)  # a term the prefix holds is met
-            wanted = wanted if any(wanted) else None
-        held = None if wanted is None else [constraint_ids(self.tokenizer, w) for w in wanted]
-        banned = None
-        if wanted is not None:  # a placeholder's pieces nowhere but in it
-            sigils = decoding.sigil_tokens(self.tokenizer)
-            banned = [
-                frozenset().union(*(sigils[c] for c in stray_sigils(t, w)))
-                for t, w in zip(texts, wanted, strict=True)
-            ]
-        decoder = self._decoder_for(
-            held, beam=beam, nbest=nbest, sampling=sampling, prefixes=prefixes,
-            alignment=alignment, scores=scores, early_stop=early_stop,
+        ready = prepare(
+            texts, self.tokenizer, self.languages, prefix=prefix, glossary=glossary,
+            constraints=constraints, keep=keep,
         )  # fmt: skip
-        # the model reads composed text (NFC), as its corpora were written: "a" + U+0308 is
-        # "ä" (kept spans come from the text as given, verbatim)
-        sources = [unicodedata.normalize("NFC", t) for t in texts]
+        decoder = search.decoder_for(
+            ready.held, model=self.model, decoder=self.decoder,
+            fast=self.fast_decoder if self.auto else None, beam=beam, nbest=nbest,
+            sampling=sampling, prefixes=ready.prefixes, alignment=alignment, scores=scores,
+            early_stop=early_stop,
+        )  # fmt: skip
         out, truncated = decoding.translate_texts(
-            decoder, self.tokenizer, sources, beam, lenpen, max_len_offset, nbest,
-            early_stop, max_tokens, sampling, first_index, scores, prefixes, held, banned,
+            decoder, self.tokenizer, ready.sources, beam, lenpen, max_len_offset, nbest,
+            early_stop, max_tokens, sampling, first_index, scores, ready.prefixes, ready.held,
+            ready.banned,
         )  # fmt: skip
-        cut = set(truncated)
-        pairs: list = [None] * len(out)
-        if alignment:
-            from aiayn.infer.alignment import align
-            from aiayn.infer.ensemble import Ensemble
-
-            # an ensemble's translations are aligned by its first model
-            aligner = self.model.members[0] if isinstance(self.model, Ensemble) else self.model
-            ids, _ = decoding.source_ids(self.model, self.tokenizer, sources)
-            pairs = [
-                tuple(align(aligner, self.tokenizer, src, list(n_best[0][1].tokens)))
-                if n_best and n_best[0][1].tokens else ()
-                for src, n_best in zip(ids, out, strict=True)
-            ]  # fmt: skip
-        return [
-            Translation(
-                tuple(
-                    Hypothesis(
-                        text,
-                        tuple(h.tokens),
-                        float(h.score),
-                        float(h.log_prob),
-                        tuple(wanted[i][c].text for c in h.unmet) if wanted else (),
-                    )  # fmt: skip
-                    for text, h in n_best
-                ),
-                truncated=i in cut,
-                alignment=pairs[i],
-            )
-            for i, n_best in enumerate(out)
-        ]
-
-    def _decoder_for(self, held: list[list[list[int]]] | None, **request):
-        """What decodes a request (``request``: its search, as ``needs_torch`` takes it) with
-        constraints ``held``: under engine "auto" CTranslate2 for greedy and beam search for
-        one translation without scores or constraints, the torch model for the rest; a
-        forced CTranslate2 engine cannot hold constraints (an error naming the engines that
-        can)."""
-        if self.auto:
-            plain = held is None and not needs_torch(**request)
-            return (self.fast_decoder() if plain else None) or self.model
-        if held is None or self.decoder is self.model:
-            return self.decoder
-        raise OptionError(
-            "CTranslate2 has no constrained search, and this request has terms to hold "
-            "(glossary, constraints, keep): decode it with engine 'torch', or load the model "
-            "with engine 'auto' (the torch model then decodes such requests)",
-            "engine",
-            "glossary",
+        pairs = (
+            assembly.alignments(self.model, self.tokenizer, ready.sources, out)
+            if alignment
+            else None
         )
+        return assembly.translations(out, truncated, ready.wanted, pairs)
 
     def translate_html(
         self,
@@ -351,18 +252,9 @@ class Translator(LoadedModel):
         and ``keep`` as ``translate``'s; ``names``: what errors call each document (a file
         name). What is marked ``translate="no"`` or ``class="notranslate"`` is never read by
         the model: it is kept whole, verbatim, once, in its place among the words."""
-        from aiayn.data import markup
-
-        documents = text_list(documents, "documents")
-        if names is None:
-            names = (
-                ["html"]
-                if len(documents) == 1
-                else [f"document {k + 1}" for k in range(len(documents))]
-            )
         limit = self.max_text_tokens
-        sentences = markup.read(
-            documents, names, lambda t: self.token_counts([t])[0] <= limit, _patterns(keep)
+        sentences = page_sentences(
+            documents, names, lambda t: self.token_counts([t])[0] <= limit, keep
         )
         out = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
@@ -397,22 +289,9 @@ class Translator(LoadedModel):
         from aiayn.fileio import atomic_write
 
         path, out = Path(path), Path(out)
-        if documents.format_for(out.name) is not documents.format_for(path.name):
-            raise OptionError(
-                f"out: {out.name} is not a {path.suffix or 'file without an ending'} like the "
-                f"input {path.name}: a document is written back in its own format",
-                "out",
-            )
-        if _same_file(path, out):
-            raise OptionError(
-                f"out: {out} is the input {path} itself: the translation would replace the "
-                "document; write it to another file",
-                "out",
-            )
-        opened = documents.read_file(path, limits)
         limit = self.max_text_tokens
-        sentences = documents.sentences(
-            opened, lambda t: self.token_counts([t])[0] <= limit, _patterns(keep)
+        opened, sentences = document_sentences(
+            path, out, limits, lambda t: self.token_counts([t])[0] <= limit, keep
         )
         results = self.translate(
             sentences.texts, beam=beam, lenpen=lenpen, sampling=sampling,
@@ -468,16 +347,3 @@ class Translator(LoadedModel):
         check_search(beam, lenpen, max_len_offset)
         (text,) = text_list([text], "text")
         return translation_attention(self.model, self.tokenizer, text, beam, lenpen, max_len_offset)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` name one file (a link to it, another spelling of its path)."""
-    try:
-        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
-def _patterns(keep: Sequence[str] | None) -> list[str] | None:
-    """``keep`` checked (an error names a bad expression) before a document is cut by it."""
-    return check_patterns(keep) if keep is not None else None

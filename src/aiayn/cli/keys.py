@@ -45,6 +45,12 @@ def add_keys(sub) -> None:
         type=int_range(1),
         help="this key's characters per text (at most the server's --max-chars)",
     )
+    add.add_argument(
+        "--char-quota",
+        type=int_range(1),
+        help="characters this key may translate a month on DeepL's routes (/v2/translate, "
+        "/v2/document; 456 past it; default: no limit), counted in this database",
+    )
     add.add_argument("--name", default="", help="a note to recognise the key by in the list")
     remove = actions.add_parser("remove", help="remove a key, given whole or by its id")
     remove.add_argument("key", help="the key, or its id (aiayn keys list)")
@@ -81,7 +87,11 @@ def cmd_keys(args: argparse.Namespace) -> None:
                     raise UserError("--key -: standard input held no key")
             try:
                 key, record = store.add(
-                    given, name=args.name, req_limit=args.req_limit, char_limit=args.char_limit
+                    given,
+                    name=args.name,
+                    req_limit=args.req_limit,
+                    char_limit=args.char_limit,
+                    char_quota=args.char_quota,
                 )
             except ValueError as e:
                 raise UserError(f"--key: {e}") from None
@@ -100,10 +110,13 @@ def cmd_keys(args: argparse.Namespace) -> None:
                 raise UserError(e.args[0]) from None
             print(f"removed {record.id}", file=sys.stderr)
         else:
-            print("id\treq_limit\tchar_limit\tcreated\tname")
+            print("id\treq_limit\tchar_limit\tchar_quota\tcreated\tname")
             for k in store.all():
                 created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(k.created))
-                limits = [str(v) if v is not None else "-" for v in (k.req_limit, k.char_limit)]
+                limits = [
+                    str(v) if v is not None else "-"
+                    for v in (k.req_limit, k.char_limit, k.char_quota)
+                ]
                 print("\t".join([k.id, *limits, created, k.name]))
     finally:
         store.close()

@@ -6,14 +6,16 @@ model (LibreTranslate's, OpenAI's and aiayn's) and by LibreTranslate's other gua
 which answers a JSON ``/translate`` before FastAPI's routing, calls it as ``guard_request``). It
 
 1. reads the caller's API key: ``Authorization: Bearer KEY`` (OpenAI's clients) or the body's
-   ``api_key`` (LibreTranslate's, JSON or form);
-2. with ``--api-keys``, refuses a wrong key (403) and a missing one (400), except from an
-   ``Origin`` matching ``--require-api-key-origin`` (unless ``--under-attack``); with
-   ``--require-api-key-origin`` and no key database, refuses every key (as LibreTranslate's
-   empty one does) and every request without one from another ``Origin``; a client
-   address that gave ``--key-failures-limit`` wrong keys in the last minute has every key it
-   gives refused (429 with ``Retry-After``), a right one too: a key that passed there would
-   tell a guesser it is right;
+   ``api_key`` (LibreTranslate's, JSON or form); on DeepL's routes ``Authorization:
+   DeepL-Auth-Key KEY`` or the older ``auth_key`` field (body or query string), and a URL
+   over ``MAX_URL`` bytes is refused 414 (its fields go in the body);
+2. with ``--api-keys``, refuses a wrong key (403) and a missing one (400; 403 on DeepL's
+   routes, as DeepL answers), except from an ``Origin`` matching ``--require-api-key-origin``
+   (unless ``--under-attack``); with ``--require-api-key-origin`` and no key database,
+   refuses every key (as LibreTranslate's empty one does) and every request without one from
+   another ``Origin``; a client address that gave ``--key-failures-limit`` wrong keys in the
+   last minute has every key it gives refused (429 with ``Retry-After``), a right one too: a
+   key that passed there would tell a guesser it is right;
 3. counts the request (as many requests as the texts a model decodes for it: ``texts_in``)
    against the per-minute, per-hour and per-day limits of its key (a key's own requests per
    minute replace the server's) or its client address, with the ``limits`` library (memory,
@@ -49,6 +51,7 @@ from aiayn.serve.errors import (
     LIBRETRANSLATE_PATHS,
     PARSED_JSON,
     ServeError,
+    is_deepl,
     is_form,
     query_fields,
 )
@@ -211,22 +214,30 @@ class Gate:
 
     async def admit(self, request: Request, bearer: str | None) -> Caller:
         lt = request.scope["path"] in LIBRETRANSLATE_PATHS  # as the middleware read it
+        deepl = is_deepl(request.scope["path"])
+        if deepl:
+            check_url(request)
         fields = await body_fields(request)
-        given = bearer or _text(fields.get("api_key"))
+        name = "auth_key" if deepl else "api_key"  # the field a key may come in
+        value = fields.get(name)
+        if deepl and value is None:  # DeepL's older clients send it in the query string too
+            value = request.query_params.get(name)
+        given = bearer or (deepl_key(request) if deepl else None) or _text(value)
         key, address = None, self.address(request)
         if self.access.checks_keys:
-            wrong = given is None and fields.get("api_key") not in (None, "")  # 12345, true
+            wrong = given is None and value not in (None, "")  # 12345, true
             if given or wrong:  # a key attempt: none while this address guesses too often
                 await self._check_key_failures(address, lt)
             if given:
                 key = await run_in_threadpool(self._lookup, given)
             if wrong or (given and key is None):  # (no key is one: a wrong key, as
                 await self._key_failed(address)  # LibreTranslate answers it)
-                raise ServeError(
-                    403, "Invalid API key" if lt else "api_key: invalid API key", "api_key"
-                )
+                message = "Invalid API key" if lt else f"{name}: invalid API key"
+                if deepl:
+                    message = "Invalid API key: not one of this server's (aiayn keys list)"
+                raise ServeError(403, message, name)
             if not given and self._needs_key(request):
-                raise ServeError(400, self._missing_key(lt), "api_key")
+                raise ServeError(403 if deepl else 400, self._missing_key(lt, deepl), name)
         if self.limiter is not None:
             identity = f"key:{key.digest}" if key is not None else f"ip:{address}"
             await self._count(identity, key, lt, texts_in(fields))
@@ -257,7 +268,7 @@ class Gate:
             return True
         return self._origin.fullmatch(request.headers.get("origin", "")) is None
 
-    def _missing_key(self, lt: bool) -> str:
+    def _missing_key(self, lt: bool, deepl: bool = False) -> str:
         link = self.access.get_api_key_link
         message = (
             f"Visit {link} to get an API key"
@@ -266,6 +277,8 @@ class Gate:
         )
         if lt:
             return message
+        if deepl:
+            return "This server requires an API key (Authorization: DeepL-Auth-Key KEY). " + message
         return f"api_key: this server requires an API key (Authorization: Bearer KEY). {message}"
 
     def limits_of(self, key: ApiKey | None) -> list:
@@ -370,7 +383,10 @@ class Gate:
 
 
 # a route's limits on its form (Starlette's defaults elsewhere: 1000 files, 1000 fields)
-FORM_LIMITS = {"/translate_file": {"max_files": 1, "max_fields": 16}}
+FORM_LIMITS = {
+    "/translate_file": {"max_files": 1, "max_fields": 16},
+    "/v2/document": {"max_files": 1, "max_fields": 32},  # DeepL's upload
+}
 
 
 async def body_fields(request: Request) -> dict:
@@ -402,6 +418,24 @@ async def body_fields(request: Request) -> dict:
         except ValueError:  # JsonBody answers it
             return {}
     return data if isinstance(data, dict) else {}
+
+
+MAX_URL = 8192  # bytes of a DeepL route's path and query string (414 above)
+
+
+def check_url(request: Request) -> None:
+    """A DeepL route's URL within ``MAX_URL`` bytes: 414 above, as DeepL refuses one."""
+    scope = request.scope
+    if len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") > MAX_URL:
+        raise ServeError(
+            414, f"URI too long: over {MAX_URL} bytes; send the fields in the body (POST)"
+        )
+
+
+def deepl_key(request: Request) -> str | None:
+    """The key of ``Authorization: DeepL-Auth-Key KEY`` (DeepL's clients), or None."""
+    scheme, _, value = request.headers.get("authorization", "").strip().partition(" ")
+    return (value.strip() or None) if scheme.lower() == "deepl-auth-key" else None
 
 
 def _text(value) -> str | None:

@@ -2,7 +2,8 @@
 exception to its answer); the body size limit, what a body is (``is_form``: a form or JSON,
 one decision for the middleware, the access check and the routes) and request metrics.
 
-LibreTranslate's routes answer ``{"error": "message"}``; every other route answers OpenAI's
+LibreTranslate's routes answer ``{"error": "message"}``, DeepL's (``/v2/...``, ``/v3/...``)
+``{"message": "..."}``; every other route answers OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``. Each message names the field at fault.
 A ``UserError`` raised by the library is the client's input at fault (422); any other exception
 is answered 500 by ``InternalErrors`` without closing the client's keep-alive connection.
@@ -28,6 +29,12 @@ log = logging.getLogger("aiayn.serve")
 LIBRETRANSLATE_PATHS = (
     "/translate", "/detect", "/languages", "/suggest", "/frontend/settings", "/translate_file",
 )  # fmt: skip
+# DeepL's routes (its API's versions): its error body, and 400 where aiayn's routes answer 422
+DEEPL_PREFIXES = ("/v2/", "/v3/")
+
+
+def is_deepl(path: str) -> bool:
+    return path.startswith(DEEPL_PREFIXES)
 
 
 class ServeError(Exception):
@@ -45,6 +52,8 @@ def error_body(path: str, status: int, message: str, param: str | None = None) -
     param = _encodable(param) if param is not None else None
     if path in LIBRETRANSLATE_PATHS or path.startswith("/download_file/"):
         return {"error": message}
+    if is_deepl(path):
+        return {"message": message}
     kind = "invalid_request_error" if status < 500 else "server_error"
     if status == 503:
         kind = "overloaded_error"
@@ -54,8 +63,8 @@ def error_body(path: str, status: int, message: str, param: str | None = None) -
 def error_response(
     path: str, status: int, message: str, param: str | None = None, headers: dict | None = None
 ) -> JSONResponse:
-    if status == 422 and path in LIBRETRANSLATE_PATHS:
-        status = 400  # LibreTranslate answers every invalid request 400
+    if status == 422 and (path in LIBRETRANSLATE_PATHS or is_deepl(path)):
+        status = 400  # LibreTranslate and DeepL answer every invalid request 400
     return JSONResponse(error_body(path, status, message, param), status, headers=headers)
 
 
@@ -117,10 +126,29 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_middleware(InternalErrors)
 
     async def answer(request: Request, exc: Exception):
+        if isinstance(exc, HTTPException) and exc.status_code == 405:
+            exc = HTTPException(405, exc.detail, {"Allow": allowed(request)})
         return handled(request.url.path, request.method, exc)
 
     for kind in (ServeError, RequestValidationError, UserError, HTTPException):
         app.add_exception_handler(kind, answer)
+
+
+def allowed(request: Request) -> str:
+    """The methods of every route at ``request``'s path (Starlette's 405 names the first
+    route's alone, where a path has one route a method)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    routes = list(request.app.router.routes)
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)  # FastAPI's included router
+        if included is not None:
+            routes.extend(included.routes)
+        elif getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 class InternalErrors:
@@ -221,10 +249,11 @@ def media_type(scope) -> str:
 
 
 def is_form(scope) -> bool:
-    """Whether a request's body is read as a form: LibreTranslate's routes take forms as its
-    clients send them; every other body is JSON. The one decision JsonBody, the access check
-    and the routes all follow."""
-    return scope["path"] in LIBRETRANSLATE_PATHS and media_type(scope) in FORM_TYPES
+    """Whether a request's body is read as a form: LibreTranslate's and DeepL's routes take
+    forms as their clients send them; every other body is JSON. The one decision JsonBody, the
+    access check and the routes all follow."""
+    path = scope["path"]
+    return (path in LIBRETRANSLATE_PATHS or is_deepl(path)) and media_type(scope) in FORM_TYPES
 
 
 def query_fields(scope) -> list[tuple[str, str]]:

@@ -25,9 +25,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import BinaryIO
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -36,17 +38,22 @@ from aiayn import documents
 from aiayn.errors import UserError
 from aiayn.serve.access import FORM_LIMITS, Guarded
 from aiayn.serve.config import ServeConfig
+from aiayn.serve.detect import detect, ranked
 from aiayn.serve.errors import ServeError
+from aiayn.serve.languages import same_language, served_languages, translators
 from aiayn.serve.models import ServedModel
+from aiayn.serve.pairs import Route, check_glossary_route, pick_route
 from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
-from aiayn.serve.routes.libretranslate import pick_translator, translators
 from aiayn.serve.schemas import Glossary
 from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
 
 FILE_JOBS = 2  # documents read, translated and written at once (the others wait)
+# through a pivot, the first model's translation is read again: within this many times the
+# upload's limits (a translation may be longer than its source)
+PIVOT_GROWTH = 4
 DISABLED = "Files translation are disabled on this server."
 STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,4}")  # the names the store generates
 LOCK = ".aiayn-files.lock"  # in a --files-dir: held by the process whose store it is
@@ -120,6 +127,22 @@ class FileStore:
         with self._lock:
             self._purge(time.monotonic())
             return self._files.get(name)
+
+    def open(self, name: str) -> tuple[Stored, BinaryIO] | None:
+        """The file ``name`` and a handle open on it (the caller closes it); None where it
+        is not stored (never was, expired, or removed for room). Opened under the lock that
+        removing a file takes, so no expiry or eviction comes between finding the file and
+        opening it; once open, the handle reads the whole file even if it is removed."""
+        with self._lock:
+            self._purge(time.monotonic())
+            stored = self._files.get(name)
+            if stored is None:
+                return None
+            try:
+                return stored, open(stored.path, "rb")  # noqa: SIM115 - the caller closes it
+            except FileNotFoundError:  # removed from the directory by someone else
+                self._files.pop(name)
+                return None
 
     def purge(self) -> None:
         """Remove the files whose time is up."""
@@ -245,7 +268,7 @@ def _unfit_name(name: str) -> str | None:
     return None
 
 
-def _check_languages(registry: Registry, source: str, target: str) -> ServedModel:
+def _check_languages(registry: Registry, source: str, target: str) -> Route:
     known = {code for m in translators(registry) for code in m.languages}
     for code in (source, target):
         if code != "auto" and code not in known:
@@ -253,9 +276,49 @@ def _check_languages(registry: Registry, source: str, target: str) -> ServedMode
                 400, f"{code} is not supported", "source" if code == source else "target"
             )
     try:
-        return pick_translator(registry, source, target)
+        return pick_route(registry, source, target)
     except ServeError as e:
         raise ServeError(400, e.message, e.param) from None
+
+
+def document_language(opened: documents.Opened, candidates: list[str]) -> str | None:
+    """The language most of ``opened``'s text is in among ``candidates``
+    (``aiayn.serve.detect.ranked``: each sentence detected on its own); None where none is
+    found (a document without words)."""
+    texts = documents.sentences(opened, lambda text: True).texts  # cut at sentence ends
+    found = ranked(texts, detect(texts, candidates))
+    return found[0][0] if found and found[0][1] > 0 else None
+
+
+async def _document_language(upload: UploadFile, registry: Registry, target: str, files) -> str:
+    """``source`` "auto": the language most of the document's text is in among the served
+    languages (``document_language``), or "auto" (the only model into ``target``) where none
+    is found. The document is read in its turn, as for its translation."""
+    candidates = served_languages(registry)
+    if target not in candidates:
+        return "auto"  # refused as not served, before the upload is read
+    data, name = await upload.read(), display_name(upload.filename)
+    await upload.seek(0)  # read again for the translation
+
+    def find() -> str | None:
+        return document_language(documents.read(data, name, limits(registry.config)), candidates)
+
+    async with files.turns:
+        try:
+            found = await run_in_threadpool(find)
+        except documents.DocumentError as e:
+            raise ServeError(400, str(e), "file") from None
+    return found or "auto"
+
+
+def limits(config: ServeConfig, grown: int = 1) -> documents.Limits:
+    """What an upload may hold (``grown`` times that: a pivot's first translation, read
+    again): an archive inflates to at most 50 times the body limit."""
+    return documents.Limits(
+        max_bytes=grown * config.max_body_bytes,
+        max_inflated=min(documents.Limits.max_inflated, 50 * grown * config.max_body_bytes),
+        max_chars=grown * config.max_file_chars,
+    )
 
 
 _FORM = {
@@ -292,7 +355,10 @@ _FORM = {
 )
 async def translate_file(request: Request, registry: Models, caller: Guarded):
     """LibreTranslate's file translation: the document translated whole, its formatting
-    kept; answers the URL of the translated file (``/download_file/NAME``)."""
+    kept, directly or through a pivot; answers the URL of the translated file
+    (``/download_file/NAME``). ``source`` 'auto': the language most of its text is in
+    (``document_language``); a document found in the target language comes back as it
+    came."""
     config = registry.config
     if config.disable_files_translation:
         raise ServeError(403, DISABLED)
@@ -311,19 +377,30 @@ async def translate_file(request: Request, registry: Models, caller: Guarded):
     fmt = documents.format_for(upload.filename)
     if fmt is None:
         raise ServeError(400, "Invalid request: file format not supported", "file")
-    model = _check_languages(registry, form["source"].lower(), form["target"].lower())
+    source, target = form["source"].lower(), form["target"].lower()
+    detected = source == "auto"
+    if detected:
+        source = await _document_language(upload, registry, target, files_of(request))
+    # a document found in the target language comes back as it came (no route)
+    found_in_target = detected and same_language(registry, source, target) is not None
+    route = None if found_in_target else _check_languages(registry, source, target)
     given = _form_glossary(form.get("glossary"))
-    terms = await terms_for(model, given, request.app.state.glossary)
+    if route is not None:
+        check_glossary_route(route, given)
     name = display_name(upload.filename)
     data = await upload.read()
     files = files_of(request)
+    glossary = request.app.state.glossary
     async with files.turns:
-        stored = await _translate(data, name, fmt, model, registry, terms)
+        stored = data
+        legs = route.legs if route is not None else ()
+        for leg, model_name in enumerate(legs):  # through a pivot: translated again
+            stored = await _translate(stored, name, fmt, model_name, registry, given, glossary, leg)
         key = await run_in_threadpool(
             files.store.put,
             stored,
             fmt.extensions[0],
-            translated_name(name, model.languages[1]),
+            translated_name(name, target),
             fmt.media_type,
         )
     asyncio.get_running_loop().call_later(config.file_expiry + 0.01, files.store.purge)
@@ -347,21 +424,31 @@ def _form_glossary(value) -> dict | None:
 
 
 async def _translate(
-    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms
+    data: bytes, name: str, fmt, model_name: str, registry: Registry, given, glossary, leg: int
 ) -> bytes:
+    """The document ``data`` translated by model ``model_name`` (loaded if it is not, and
+    held meanwhile); ``leg`` 1: the document a pivot's first model wrote, read within
+    ``PIVOT_GROWTH`` times the upload's limits."""
+    async with registry.holding(model_name) as model:
+        terms = await terms_for(model, given, glossary)
+        return await translate_document(data, name, fmt, model, registry, terms, leg)
+
+
+async def translate_document(
+    data: bytes, name: str, fmt, model: ServedModel, registry: Registry, terms, leg: int = 0
+) -> bytes:
+    """The document ``data`` (a file called ``name`` of format ``fmt``) translated by
+    ``model`` with ``terms``: the translated file's bytes (400 for a file that cannot be
+    read). LibreTranslate's /translate_file and DeepL's /v2/document both call it."""
     config = registry.config
-    limits = documents.Limits(  # an archive inflates to at most 50 times the body limit
-        max_bytes=config.max_body_bytes,
-        max_inflated=min(documents.Limits.max_inflated, 50 * config.max_body_bytes),
-        max_chars=config.max_file_chars,
-    )
+    read_within = limits(config, PIVOT_GROWTH if leg else 1)
     limit = model.max_text_tokens
 
     def fits(text: str) -> bool:
         return model.token_counts([text])[0] <= limit
 
     def read():
-        opened = documents.read(data, name, limits)
+        opened = documents.read(data, name, read_within)
         return opened, documents.sentences(opened, fits, config.kept), documents.aligned(opened)
 
     try:
@@ -400,6 +487,39 @@ def _written(opened, sentences, results, name: str, target: str) -> bytes:
     return documents.save(opened, sentences, pairs, name, target)
 
 
+class StoredFile(StreamingResponse):
+    """A stored file streamed from a handle opened once (``FileStore.open``), so that its
+    expiry or eviction while the answer is sent cuts nothing short: the client gets the whole
+    file, or 404 when it was gone before. (Starlette's ``FileResponse`` looks the path up
+    again, and opens it after sending the headers: a file removed in between was a 500 or an
+    answer cut short.) Ranges are not served: the whole file, as a 200."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, stored: Stored, handle: BinaryIO) -> None:
+        self.handle = handle
+        size = os.fstat(handle.fileno()).st_size
+        name = stored.download_name
+        quoted = quote(name)
+        disposition = (
+            f'attachment; filename="{name}"'
+            if quoted == name
+            else f"attachment; filename*=utf-8''{quoted}"
+        )
+        headers = {"content-length": str(size), "content-disposition": disposition}
+        super().__init__(self._chunks(), headers=headers, media_type=stored.media_type)
+
+    async def _chunks(self):
+        while chunk := await run_in_threadpool(self.handle.read, self.CHUNK):
+            yield chunk
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.handle.close()
+
+
 _DOWNLOAD = {
     "responses": {
         "200": {
@@ -415,7 +535,8 @@ _DOWNLOAD = {
 @router.get(
     "/download_file/{name:path}",
     name="download_file",
-    response_class=FileResponse,
+    response_class=StoredFile,
+    status_code=200,
     openapi_extra=_DOWNLOAD,
 )
 async def download_file(name: str, request: Request, registry: Models):
@@ -424,7 +545,7 @@ async def download_file(name: str, request: Request, registry: Models):
         raise ServeError(400, DISABLED)
     if not STORED.fullmatch(name):
         raise ServeError(400, "Invalid filename", "name")
-    stored = files_of(request).store.get(name)
-    if stored is None:
+    opened = files_of(request).store.open(name)
+    if opened is None:
         raise ServeError(404, "File not found", "name")
-    return FileResponse(stored.path, media_type=stored.media_type, filename=stored.download_name)
+    return StoredFile(*opened)

@@ -3,15 +3,17 @@
 
 A key is shown once, when it is made; the database keeps its SHA-256 digest only (a key made
 here is random and long, so a plain digest is enough: nothing to brute-force), with its own
-limits: requests per minute and characters per text (None: the server's). A key's ``id`` is
-the first 12 hex digits of its digest: what ``aiayn keys list`` shows and ``remove`` accepts.
-A given key is taken whatever its length, as LibreTranslate takes it (``key_warnings`` says
-what is weak about it); LibreTranslate's own database, which keeps keys in plain text, is
-read by ``aiayn.serve.libretranslate_keys``.
+limits: requests per minute and characters per text (None: the server's), and the characters it
+may translate a month on DeepL's routes (``char_quota``; None: no limit; counted in the same
+file by ``aiayn.serve.usage``). A key's ``id`` is the first 12 hex digits of its digest: what
+``aiayn keys list`` shows and ``remove`` accepts. A given key is taken whatever its length, as
+LibreTranslate takes it (``key_warnings`` says what is weak about it); LibreTranslate's own
+database, which keeps keys in plain text, is read by ``aiayn.serve.libretranslate_keys``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -25,15 +27,17 @@ from pathlib import Path
 DEFAULT_DB = "aiayn-keys.db"  # in the directory the server (or ``aiayn keys``) runs in
 ID_LENGTH = 12
 MIN_KEY_LENGTH = 16  # a given key shorter than this is taken with a warning (guessable)
-COLUMNS = ("digest", "name", "req_limit", "char_limit", "created")
+COLUMNS = ("digest", "name", "req_limit", "char_limit", "created", "char_quota")
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (
     digest TEXT PRIMARY KEY,
     name TEXT NOT NULL DEFAULT '',
     req_limit INTEGER,
     char_limit INTEGER,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    char_quota INTEGER
 )"""
+_COLUMNS = ", ".join(COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class ApiKey:
     req_limit: int | None  # requests per minute (None: the server's --req-limit)
     char_limit: int | None  # characters per text (None: the server's --max-chars)
     created: float
+    char_quota: int | None = None  # characters a month on DeepL's routes (None: no limit)
 
     @property
     def id(self) -> str:
@@ -142,6 +147,11 @@ class KeyStore:
             self._db.execute(_SCHEMA)
             self._db.commit()
             columns = [row[1] for row in self._db.execute("PRAGMA table_info(api_keys)")]
+            if set(COLUMNS[:-1]) <= set(columns) and "char_quota" not in columns:
+                # a database made before keys had quotas (never another program's table)
+                self._db.execute("ALTER TABLE api_keys ADD COLUMN char_quota INTEGER")
+                self._db.commit()
+                columns.append("char_quota")
         except sqlite3.DatabaseError as e:
             raise ValueError(f"{self.path}: not an API key database ({e})") from None
         if not set(COLUMNS) <= set(columns):
@@ -189,6 +199,7 @@ class KeyStore:
         name: str = "",
         req_limit: int | None = None,
         char_limit: int | None = None,
+        char_quota: int | None = None,
     ) -> tuple[str, ApiKey]:
         """Store ``key`` (a new random one when None): (the key, its record). The key itself
         is returned here only; a key stored before is replaced (with the new limits)."""
@@ -199,13 +210,16 @@ class KeyStore:
             _positive_or_none("req_limit", req_limit),
             _positive_or_none("char_limit", char_limit),
             time.time(),
+            _positive_or_none("char_quota", char_quota),
         )
         with self._lock, self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO api_keys (digest, name, req_limit, char_limit, created) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (record.digest, record.name, record.req_limit, record.char_limit, record.created),
-            )
+                f"INSERT OR REPLACE INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    record.digest, record.name, record.req_limit, record.char_limit,
+                    record.created, record.char_quota,
+                ),
+            )  # fmt: skip
         return key, record
 
     def add_many(
@@ -223,13 +237,13 @@ class KeyStore:
         with self._lock, self._db:
             for key, req_limit, char_limit in entries:
                 row = self._db.execute(
-                    f"SELECT {', '.join(COLUMNS)} FROM api_keys WHERE digest = ?", (digest(key),)
+                    f"SELECT {_COLUMNS} FROM api_keys WHERE digest = ?", (digest(key),)
                 ).fetchone()
                 if row is None:
                     record = ApiKey(digest(key), name, req_limit, char_limit, time.time())
                     self._db.execute(
-                        f"INSERT INTO api_keys ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?)",
-                        (record.digest, name, req_limit, char_limit, record.created),
+                        f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                        (record.digest, name, req_limit, char_limit, record.created, None),
                     )
                     done["new"].append(record)
                     continue
@@ -242,7 +256,7 @@ class KeyStore:
                     (req_limit, char_limit, record.digest),
                 )
                 done["updated"].append(
-                    ApiKey(record.digest, record.name, req_limit, char_limit, record.created)
+                    dataclasses.replace(record, req_limit=req_limit, char_limit=char_limit)
                 )
         return done
 
@@ -269,11 +283,7 @@ class KeyStore:
             try:
                 row = (
                     self._current()
-                    .execute(
-                        "SELECT digest, name, req_limit, char_limit, created FROM api_keys "
-                        "WHERE digest = ?",
-                        (wanted,),
-                    )
+                    .execute(f"SELECT {_COLUMNS} FROM api_keys WHERE digest = ?", (wanted,))
                     .fetchone()
                 )
             except sqlite3.Error as e:  # locked past the wait, damaged, not a key database
@@ -284,9 +294,7 @@ class KeyStore:
 
     def all(self) -> list[ApiKey]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT digest, name, req_limit, char_limit, created FROM api_keys ORDER BY created"
-            ).fetchall()
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created").fetchall()
         return [ApiKey(*row) for row in rows]
 
     def _by_id(self, key_id: str) -> ApiKey | None:

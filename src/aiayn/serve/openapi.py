@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 import aiayn
 from aiayn.serve.access import AccessConfig
 from aiayn.serve.config import FrontendConfig, ServeConfig
-from aiayn.serve.errors import LIBRETRANSLATE_PATHS
+from aiayn.serve.errors import LIBRETRANSLATE_PATHS, is_deepl
 from aiayn.serve.files import STORED
 from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR
 
@@ -55,6 +55,12 @@ class LibreTranslateError(BaseModel):
     error: str
 
 
+class DeepLError(BaseModel):
+    """DeepL's error body."""
+
+    message: str = Field(description="what is wrong, naming the field at fault")
+
+
 STATUSES = {
     400: "the body is not valid JSON (or not a UTF-8 form); on LibreTranslate's routes, any "
     "invalid request (a field missing or out of range, a language not served, a limit)",
@@ -71,6 +77,22 @@ STATUSES = {
     503: "the models are still loading, or the model's queue is full: retry after Retry-After",
 }
 POST_STATUSES = (400, 404, 413, 415, 422, 500, 503)
+# DeepL's routes: its statuses, in its words
+DEEPL_STATUSES = {
+    400: "a field is missing or invalid, a language not served, a body not JSON or a form: "
+    "the message names it",
+    403: "no API key, or one not in the server's database (Authorization: DeepL-Auth-Key KEY)",
+    404: "no such glossary or document (of this API key), or style rule",
+    413: "the body is over --max-body-bytes, or its texts over --max-texts or --max-chars",
+    414: "the path and query string are over 8192 bytes: send the fields in the body",
+    415: "the body is neither JSON nor a form; or the glossary entries are asked in another "
+    "format than TSV",
+    429: "over a request limit (--req-limit ..., or the API key's): retry after Retry-After",
+    456: "the API key's characters this month (aiayn keys add --char-quota) are spent",
+    500: "an internal error, or the models failed to load",
+    503: "the models are still loading, the queue is full, the document is not translated "
+    "yet: retry after Retry-After",
+}
 # the family a route's model must be of ("classifier": encoder-only with a head)
 ROUTE_FAMILIES = {
     "/v1/translate": TRANSLATOR,
@@ -170,8 +192,17 @@ def document(
     access, frontend = access or AccessConfig(), frontend or FrontendConfig()
     if not access.checks_keys:  # no key is asked for: no scheme (a client would send one)
         schema.get("components", {}).pop("securitySchemes", None)
+    else:  # DeepL's clients send theirs in their own scheme
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes["DeepL-Auth-Key"] = {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "DeepL-Auth-Key KEY (an API key: aiayn keys add), on DeepL's "
+            "routes; or the auth_key field",
+        }
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ErrorDetail, ErrorResponse, LibreTranslateError):
+    for model in (ErrorDetail, ErrorResponse, LibreTranslateError, DeepLError):
         body = model.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(body.pop("$defs", {}))
         components[model.__name__] = body
@@ -180,7 +211,12 @@ def document(
             guarded = "security" in operation  # declares aiayn.serve.access.Guarded
             if not access.checks_keys:
                 operation.pop("security", None)
-            _document_errors(path, method, operation, guarded, access)
+            if is_deepl(path):
+                _document_deepl_errors(path, method, operation, access)
+                if guarded and access.api_keys:
+                    operation["security"] = [{"DeepL-Auth-Key": []}]
+            else:
+                _document_errors(path, method, operation, guarded, access)
             for parameter in operation.get("parameters", []):
                 if path.startswith("/download_file/") and parameter.get("name") == "name":
                     pattern = {"pattern": f"^{STORED.pattern}$"}  # the names the store makes
@@ -197,6 +233,8 @@ def document(
                     media["schema"] = _without_nulls(_request_schema(media["schema"], components))
                 target = _request_schema(media["schema"], components)
                 _constrain(target, path, config, models, frontend)
+                if is_deepl(path):
+                    _constrain_deepl(target, path, models)
     for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422, not ours
         components.pop(name, None)
 
@@ -247,6 +285,78 @@ def _document_errors(
             "description": STATUSES[status],
             "content": {"application/json": {"schema": schema}},
         }
+
+
+def _document_deepl_errors(path: str, method: str, operation: dict, access: AccessConfig):
+    """DeepL's statuses for one of its routes, with its error body (FastAPI's 422 goes: DeepL
+    answers 400)."""
+    statuses = [400, 414, 500, 503]
+    if access.api_keys:
+        statuses.append(403)
+    if access.limited or access.api_keys:
+        statuses.append(429)
+    if method in ("post", "put", "patch"):
+        statuses += [413, 415]
+    if "{" in path or path in ("/v2/translate", "/v2/document"):  # glossaries, documents
+        statuses.append(404)
+    if access.api_keys and path in ("/v2/translate", "/v2/document"):
+        statuses.append(456)
+    if path.endswith("/entries") and path.startswith("/v2/"):
+        statuses.append(415)  # entries asked in another format than TSV
+    responses = operation.setdefault("responses", {})
+    responses.pop("422", None)
+    for status in sorted(set(statuses)):
+        responses[str(status)] = {
+            "description": DEEPL_STATUSES[status],
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/DeepLError"}}
+            },
+        }
+
+
+def _constrain_deepl(schema: dict, path: str, models: list[dict]) -> None:
+    """DeepL's language fields as the served languages in its codes, and its options as this
+    server takes them (what it refuses for a language without it left out)."""
+    from aiayn.serve.deepl.common import target_codes
+
+    properties = schema.get("properties", {})
+    pairs = [
+        (m["languages"][0].lower(), m["languages"][1].lower(), m["terms"])
+        for m in models
+        if m["family"] == TRANSLATOR and m["languages"]
+    ]
+    if path in ("/v2/translate", "/v2/document") and "target_lang" in properties:
+        targets = [c for t in dict.fromkeys(t for _, t, _ in pairs) for c in target_codes(t)]
+        properties["target_lang"] = {**properties["target_lang"], "enum": targets}
+        sources = list(dict.fromkeys(s.upper() for s, _, _ in pairs))
+        field = properties["source_lang"]
+        if "anyOf" in field:
+            field["anyOf"] = [{"type": "string", "enum": sources}, {"type": "null"}]
+        else:
+            properties["source_lang"] = {**field, "enum": sources}
+        for name, refused in (
+            ("formality", ("more", "less")),
+            ("model_type", ("quality_optimized",)),
+        ):
+            field = properties.get(name, {})
+            for option in field.get("anyOf", [field]):
+                if "enum" in option:
+                    option["enum"] = [v for v in option["enum"] if v not in refused]
+        for name in ("style_id", "translation_memory_id", "custom_instructions"):
+            properties.pop(name, None)  # none exists here: any is refused
+    glossary = [(s, t) for s, t, terms in pairs if terms]
+    if path.startswith(("/v2/glossaries", "/v3/glossaries")):
+        fields = [properties]
+        if "dictionaries" in properties:
+            field = properties["dictionaries"]
+            fields = [o["items"]["properties"] for o in field.get("anyOf", [field]) if "items" in o]
+        for field in fields:
+            for name, codes in (
+                ("source_lang", [s for s, _ in glossary]),
+                ("target_lang", [t for _, t in glossary]),
+            ):
+                if name in field and codes:  # none (CTranslate2 alone): any is refused
+                    field[name] = {**field[name], "enum": list(dict.fromkeys(codes))}
 
 
 def _nullable(schema: dict, components: dict) -> bool:

@@ -17,15 +17,19 @@ Attributes (``title``, ``alt``) are not translated.
 The modules, by concern: ``elements`` (which elements are inline, void, untranslated),
 ``segments`` (reading a tree into segments), ``placement`` (writing a translation back into
 a segment), ``document`` (a tree's segments; many documents' sentences as one list of texts),
-``html`` (HTML read with html5lib and written back; what the parser would repair is refused).
+``html`` (HTML read with html5lib and written back; what the parser would repair is refused),
+``xml`` (XML fragments with the caller's own tags, as DeepL's ``tag_handling=xml`` takes them).
+``Tags`` says what a caller's tags mean over the HTML rules (DeepL's ``splitting_tags``,
+``non_splitting_tags``, ``ignore_tags``, ``outline_detection``).
 """
 
 from aiayn.data.markup.document import Document, Sentences, pieces
-from aiayn.data.markup.elements import INLINE, UNTRANSLATED, VOID
+from aiayn.data.markup.elements import HTML, INLINE, UNTRANSLATED, VOID, Tags
 from aiayn.data.markup.html import MarkupError, parse, read, serialize
 from aiayn.data.markup.segments import Segment
 
 __all__ = [
+    "HTML",
     "INLINE",
     "UNTRANSLATED",
     "VOID",
@@ -33,6 +37,7 @@ __all__ = [
     "MarkupError",
     "Segment",
     "Sentences",
+    "Tags",
     "parse",
     "pieces",
     "read",

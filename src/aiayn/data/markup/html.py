@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from xml.etree import ElementTree
 
 from aiayn.data.markup.document import Document, Sentences, crowded
+from aiayn.data.markup.elements import HTML, Tags
 from aiayn.errors import UserError
 
 # What the parser repairs by moving or dropping markup (a stray or misnested end tag, a tag cut
@@ -39,9 +40,10 @@ class MarkupError(UserError):
     """HTML that cannot be translated as written (the parser would have to repair it)."""
 
 
-def parse(html: str, where: str = "html") -> Document:
+def parse(html: str, where: str = "html", tags: Tags = HTML) -> Document:
     """``html`` (a whole page when it has a doctype or an ``<html>`` tag, else a fragment of
-    a body) as a ``Document``. Refuses with ``MarkupError`` what the parser had to repair."""
+    a body) as a ``Document`` (``tags``: the caller's rules over HTML's). Refuses with
+    ``MarkupError`` what the parser had to repair."""
     import html5lib
 
     document = bool(_DOCUMENT.search(html[:4096]))
@@ -51,7 +53,7 @@ def parse(html: str, where: str = "html") -> Document:
     for (line, column), code, data in parser.errors:
         if _FATAL.search(code) and code not in _CLOSED_AT_END and "doctype" not in code:
             raise MarkupError(f"{where}: line {line}, column {column}: {_message(code, data)}")
-    return Document(root, serialize)
+    return Document(root, serialize, tags)
 
 
 def serialize(root: ElementTree.Element) -> str:
@@ -89,11 +91,18 @@ def read(
     names: Sequence[str],
     fits: Callable[[str], bool],
     keep: Sequence[str] | None = None,
+    tags: Tags = HTML,
+    parser: Callable[[str, str, Tags], Document] = parse,
+    translatable: Callable[[str], bool] | None = None,
 ) -> Sentences:
-    """``documents`` parsed (errors named by ``names``) as the ``Sentences`` to translate (a
-    span ``keep`` matches not cut between two)."""
-    parsed = [parse(html, name) for html, name in zip(documents, names, strict=True)]
+    """``documents`` parsed (errors named by ``names``; HTML, or XML with ``parser``
+    ``aiayn.data.markup.xml.parse``) as the ``Sentences`` to translate (a span ``keep``
+    matches not cut between two; ``tags``: the caller's rules; a segment ``translatable``
+    refuses, one without a letter say, is left as it is)."""
+    parsed = [parser(text, name, tags) for text, name in zip(documents, names, strict=True)]
     for document, name in zip(parsed, names, strict=True):
+        if translatable is not None:
+            document.segments = [s for s in document.segments if translatable(s.text)]
         why = crowded(document)
         if why:
             raise MarkupError(f"{name}: {why}")

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from xml.etree import ElementTree
 
-from aiayn.data.markup.elements import has_text, unspaced
+from aiayn.data.markup.elements import unspaced
 from aiayn.data.markup.segments import BREAK, Node, Segment
 
 _EXTRA = 0.5  # the cost of enclosing a target word not aligned into the element
@@ -173,7 +173,7 @@ def _fill(segment: Segment, words: list[str]) -> None:
     wordlike_seen = broken = False  # broken: a line break (<br>, <img>) since the last word
     last: tuple[str, object] | None = None  # the last word or point with text
     for kind, item in events:
-        wordlike = kind == "word" or (kind == "point" and has_text(item.element))
+        wordlike = kind == "word" or (kind == "point" and item.word)  # type: ignore[union-attr]
         if wordlike and wordlike_seen and not broken:
             at = len(spaced)
             while at and spaced[at - 1][0] in ("open", "point") and not _wordlike(spaced[at - 1]):
@@ -285,7 +285,7 @@ def _glued(raw: str, points: list[Node]) -> dict[int, tuple[bool, bool]]:
 
 def _wordlike(event: tuple[str, object]) -> bool:
     kind, item = event
-    return kind == "point" and has_text(item.element)  # type: ignore[union-attr]
+    return kind == "point" and item.word  # type: ignore[union-attr]
 
 
 def _clear(nodes: list[Node]) -> None:

@@ -8,7 +8,17 @@ import re
 from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
-from aiayn.data.markup.elements import VOID, breaks, is_block, name, untranslated
+from aiayn.data.markup.elements import (
+    HTML,
+    VOID,
+    Tags,
+    breaks,
+    has_text,
+    is_block,
+    name,
+    own_text,
+    untranslated,
+)
 
 BREAK = "\0"  # a word break that is not text (the parser never leaves a NUL in text)
 _WORD = re.compile(r"[^\s\0]+")
@@ -25,6 +35,9 @@ class Node:
     end: int = -1
     point: bool = False
     children: list[Node] = field(default_factory=list)
+    # a point that reads as a word (spaced as one): text of its own, or an element a caller
+    # keeps whole in XML (a placeholder, ``<x id="1"/>``)
+    word: bool = False
 
 
 @dataclass
@@ -46,9 +59,10 @@ class Segment:
 class _Builder:
     """The segment being read: raw text and the nodes in it."""
 
-    def __init__(self, slot: tuple[ElementTree.Element, str]) -> None:
+    def __init__(self, slot: tuple[ElementTree.Element, str], tags: Tags = HTML) -> None:
         self.slot, self.raw, self.nodes = slot, [], []
         self.length = 0
+        self.tags = tags
 
     def text(self, text: str | None) -> None:
         if text:
@@ -61,10 +75,13 @@ class _Builder:
         if (
             name(element) is None
             or name(element) in VOID
-            or untranslated(element)
+            or untranslated(element, self.tags)
             or _letterless(element)
         ):
             node.end, node.point = self.length, True
+            node.word = has_text(element) or (
+                self.tags.xml and name(element) is not None and untranslated(element, self.tags)
+            )
             if breaks(element):
                 self.text(BREAK)  # "Zeile<br>Zeile": two words
             return
@@ -105,18 +122,22 @@ def _letterless(element) -> bool:
     return bool(text.strip()) and not any(c.isalpha() for c in text)
 
 
-def collect(container, segments: list[Segment], memo: dict | None = None) -> None:
-    """Append the segments of ``container`` (an element and what it holds) to ``segments``."""
+def collect(
+    container, segments: list[Segment], memo: dict | None = None, tags: Tags = HTML
+) -> None:
+    """Append the segments of ``container`` (an element and what it holds) to ``segments``
+    (``tags``: which elements are blocks, which are never translated)."""
     memo = {} if memo is None else memo
-    if name(container) is None or untranslated(container):
+    if name(container) is None or untranslated(container, tags):
         return  # a doctype, or what is never translated
-    builder = _Builder((container, "text"))
+    beside_text = own_text(container) if tags.xml else True
+    builder = _Builder((container, "text"), tags)
     builder.text(container.text)
     for child in container:
-        if is_block(child, memo):
+        if is_block(child, memo, tags, beside_text):
             builder.finish(segments)
-            collect(child, segments, memo)
-            builder = _Builder((child, "tail"))
+            collect(child, segments, memo, tags)
+            builder = _Builder((child, "tail"), tags)
         else:
             builder.node(child, builder.nodes)
         builder.text(child.tail)

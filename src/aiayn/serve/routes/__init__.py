@@ -1,5 +1,5 @@
 """The server's routes, grouped by the API they speak: ``libretranslate``, ``openai`` and
-aiayn's own (``native``). Each route checks its inputs (``aiayn.serve.inputs``), picks the
+aiayn's own (``native``); DeepL's are ``aiayn.serve.deepl``. Each route checks its inputs (``aiayn.serve.inputs``), picks the
 model and queues the work on it (``aiayn.serve.registry``), and shapes the answer
 (``aiayn.serve.schemas``); the API object the registry holds does the rest. LibreTranslate's
 ``/translate`` with a JSON body, the request a loaded server is made of, is answered by its

@@ -15,22 +15,33 @@ from aiayn.data.passages import Passages
 from aiayn.serve import schemas as s
 from aiayn.serve.access import Caller, Guarded, guard_request
 from aiayn.serve.config import FrontendConfig
+from aiayn.serve.detect import detect as detect_languages
+from aiayn.serve.detect import ranked
 from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
 from aiayn.serve.inputs import (
-    LANGUAGE_NAMES,
     check_prefix,
     form_or_json,
     has_words,
     libretranslate_body,
     texts_of,
 )
+from aiayn.serve.languages import (  # translators: also imported from here
+    detected_source,
+    detected_sources,
+    route_for,
+    served_languages,
+    translators,
+)
 from aiayn.serve.models import ServedModel
-from aiayn.serve.registry import Registry
+from aiayn.serve.pairs import Hypotheses, Route, check_glossary_route, pick_route, pivoted
+from aiayn.serve.registry import Entry, Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
 from aiayn.serve.terminology import terms_for, terms_key
 
 router = APIRouter()
+
+__all__ = ["TranslateLane", "frontend_languages", "router", "translation", "translators"]
 
 
 def supported_file_formats(config) -> list[str]:
@@ -39,85 +50,32 @@ def supported_file_formats(config) -> list[str]:
     return [] if config.disable_files_translation else documents.supported_formats()
 
 
-def translators(registry: Registry) -> list[ServedModel]:
-    """The translators with known languages, once the models are loaded."""
-    registry.require_ready()
-    return [m for m in registry.models.values() if m.is_translator and m.languages]
-
-
 @router.get("/languages")
 async def languages(registry: Models):
-    """LibreTranslate's language list: every language with the targets it translates to
-    (itself among them, as LibreTranslate lists it)."""
-    pairs = [m.languages for m in translators(registry)]
-    codes = list(dict.fromkeys(code for pair in pairs for code in pair))
+    """LibreTranslate's language list: every language with the targets it translates to,
+    directly or through a pivot language (``aiayn.serve.pairs``), itself among them, as
+    LibreTranslate lists them."""
+    registry.require_ready()
+    pairs = registry.pairs
     return [  # every language its own target too: a text in it comes back as it is
-        {
-            "code": code,
-            "name": LANGUAGE_NAMES.get(code, code),
-            "targets": list(dict.fromkeys([code, *(t for src, t in pairs if src == code)])),
-        }
-        for code in codes
+        {"code": code, "name": pairs.name(code), "targets": pairs.targets(code)}
+        for code in pairs.codes
     ]
 
 
 @router.post("/detect", openapi_extra=form_or_json(s.DetectRequest))
 async def detect(request: Request, registry: Models, caller: Guarded):
-    """LibreTranslate's detection. This server identifies no language: it answers the
-    source languages it translates from, with the confidence split evenly among them (for a
-    list of texts, one list for them all, as LibreTranslate answers)."""
+    """LibreTranslate's detection: the language of ``q`` among those this server lists
+    (``/languages``), with its confidence (0-100; ``aiayn.serve.detect``). For a list of
+    texts, one list for them all, as LibreTranslate answers: each text detected on its own,
+    the languages ranked by how much of the text is in them (``ranked``)."""
     req = await libretranslate_body(request, s.DetectRequest)
-    texts_of(req.q, "q", caller)
-    sources = list(dict.fromkeys(m.languages[0] for m in translators(registry)))
-    return [{"language": code, "confidence": 100.0 / len(sources)} for code in sources]
-
-
-def _name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
-
-
-def same_language(registry: Registry, source: str, target: str) -> str | None:
-    """The served language ``target`` where a text asked for in it already is in it: the
-    ``source`` (LibreTranslate answers a text translated into its own language as it came),
-    or under 'auto' this server's only source language, where no model translates into it."""
-    served = translators(registry)
-    if target not in {code for m in served for code in m.languages}:
-        return None
-    if source == target:
-        return target
-    if source == "auto" and not any(m.languages[1] == target for m in served):
-        if {m.languages[0] for m in served} == {target}:
-            return target
-    return None
-
-
-def pick_translator(registry: Registry, source: str, target: str) -> ServedModel:
-    """The model translating ``source`` ('auto': any) into ``target``; LibreTranslate's
-    answers for a language not served and a pair not served."""
-    served = translators(registry)
-    codes = {code for m in served for code in m.languages}
-    for code in (source, target):
-        if code not in codes and not (code == source == "auto"):
-            raise ServeError(
-                400, f"{code} is not supported", "source" if code == source else "target"
-            )
-    fits = [m for m in served if m.languages[1] == target and source in ("auto", m.languages[0])]
-    if not fits:
-        raise ServeError(
-            400,
-            f"{_name(target)} ({target}) is not available as a target language from "
-            f"{_name(source)} ({source})",
-            "target",
-        )
-    sources = list(dict.fromkeys(m.languages[0] for m in fits))
-    if source == "auto" and len(sources) > 1:
-        raise ServeError(
-            400,
-            f"source: 'auto' cannot choose among {', '.join(sources)} (this server "
-            "identifies no language); name the source",
-            "source",
-        )
-    return fits[0]
+    texts = texts_of(req.q, "q", caller)
+    candidates = served_languages(registry)
+    if not candidates:
+        return []
+    found = await run_in_threadpool(detect_languages, texts, candidates)
+    return [{"language": code, "confidence": c} for code, c in ranked(texts, found)]
 
 
 def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q") -> list[str]:
@@ -143,14 +101,19 @@ def libretranslate_texts(value: str | list[str], caller: Caller, field: str = "q
 
 @router.post("/translate", openapi_extra=form_or_json(s.LibreTranslateRequest))
 async def libretranslate(request: Request, registry: Models, caller: Guarded):
-    """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto' picks the
-    only model into ``target``), ``target``, ``alternatives``; JSON or form body. A text
-    with no letters to translate (an emoji, a number, a URL) comes back as it came."""
+    """LibreTranslate's translation: ``q`` (text or list), ``source`` ('auto': each text's
+    language detected on its own, ``aiayn.serve.detect``), ``target``, ``alternatives``; JSON
+    or form body. A text with no letters to translate (an emoji, a number, a URL) comes back
+    as it came."""
     return await translation(request, registry, caller)
 
 
 async def translation(request: Request, registry: Registry, caller: Caller) -> dict:
-    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body)."""
+    """The answer of ``/translate`` (the route's, and ``TranslateLane``'s for a JSON body).
+    The texts are grouped by their source language (under 'auto' each text's own, detected;
+    a text without words in none), each group translated along its route (``pick_route``:
+    directly or through a pivot); a group in the target language, or in none, comes back as
+    it came."""
     req = await libretranslate_body(request, s.LibreTranslateRequest, empty_q=True)
     if is_form(request.scope):  # a text area's lines end "\r\n": "\n", as LibreTranslate reads them
         q = (
@@ -168,71 +131,164 @@ async def translation(request: Request, registry: Registry, caller: Caller) -> d
         max_beam = registry.config.max_beam
         message = f"alternatives: at most {max_beam - 1} (--max-beam {max_beam})"
         raise ServeError(400, message, "alternatives")
-    same = same_language(registry, req.source, req.target)
-    if same is not None:
-        check_prefix(req.prefix, registry.config)
-        return _as_it_came(req, same)
-    model, config = pick_translator(registry, req.source, req.target), registry.config
-    terms = await terms_for(model, req.glossary, request.app.state.glossary)
+    if req.source == "auto":
+        found = await detected_sources(req, registry, caller, texts)
+        # a text no language was found in (one without words) comes back as it came
+        sources = [code if confidence > 0 else None for code, confidence in found]
+    else:
+        found, sources = None, [req.source] * len(texts)
+    groups: dict[str | None, list[int]] = {}
+    for i, source in enumerate(sources):
+        groups.setdefault(source, []).append(i)
+    # every group's route found (or refused) before any translates
+    routes = [route_for(registry, source, req.target) for source in groups]
+    for route in routes:
+        if route is not None:
+            check_glossary_route(route, req.glossary)
     if req.format == "html":
-        return await _translate_html(req, model, registry, caller, terms)
-    check_prefix(req.prefix, config)
-    nbest = 1 + req.alternatives
-    if config.kept:  # kept spans looked for in every line: off the event loop
-        passages = await run_in_threadpool(_sentences, model, texts, config.kept)
+        if req.prefix:
+            raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
+        texts_of(req.q, "q", caller)  # the whole markup within --max-chars
     else:
-        passages = _sentences(model, texts)
-    options = dict(beam=max(config.beam, nbest), nbest=nbest)
-
-    async def decode(items: list[str], prefix: str) -> list:
-        if not items:
-            return []
-        return await registry.run(
-            model,
-            items,
-            lambda items: model.translate(  # texts only
-                items,
-                scores=False,
-                prefix=prefixes(prefix, items),
-                glossary=terms,
-                keep=config.kept,
-                **options,
-            ),
-            ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
-        )
-
-    sentences = passages.texts
-    if req.prefix:  # the translation of each text begins with it: its first sentence's
-        heads = [i for i, first in enumerate(passages.first) if first]
-        rest = [i for i, first in enumerate(passages.first) if not first]
-        decoded = await asyncio.gather(
-            decode([sentences[i] for i in heads], req.prefix),
-            decode([sentences[i] for i in rest], ""),
-        )
-        results: list = [None] * len(sentences)
-        for indices, found in zip((heads, rest), decoded, strict=True):
-            for i, t in zip(indices, found, strict=True):
-                results[i] = t
-    else:
-        results = await decode(sentences, "")
-    hypotheses = [[h.text for h in t.hypotheses] or [""] for t in results]
-    best = passages.join([h[0] for h in hypotheses])
+        check_prefix(req.prefix, registry.config)
+    glossary = request.app.state.glossary
     single = isinstance(req.q, str)
+    # each text's hypotheses ((text, score), best first); None: as it came
+    outputs: list[Hypotheses | None] = [None] * len(texts)
+    for route, indices in zip(routes, groups.values(), strict=True):
+        if route is None:
+            continue
+        part = [texts[i] for i in indices]
+        if req.format == "html":
+            names = ["q"] if single else [f"q[{i}]" for i in indices]
+            pages = await _html_route(registry, route, part, names, req.glossary, glossary)
+            done = [[(page, 0.0)] for page in pages]  # no alternatives for a page
+        else:
+            done = await _text_route(
+                registry, route, part, 1 + req.alternatives, req.prefix, req.glossary, glossary
+            )
+        for i, hypotheses in zip(indices, done, strict=True):
+            outputs[i] = hypotheses
+    best = [text if hs is None else hs[0][0] for text, hs in zip(texts, outputs, strict=True)]
     body: dict = {"translatedText": best[0] if single else best}
-    if req.alternatives:
-        # alternative k: each sentence's k-th hypothesis (its last where it has fewer), as
-        # LibreTranslate joins them; none equal to the translation or to another
-        ranked = [
-            passages.join([h[min(k, len(h) - 1)] for h in hypotheses]) for k in range(1, nbest)
+    if req.alternatives:  # none for a page (as LibreTranslate answers) or a text as it came
+        others = [
+            [] if hs is None else _unique([t for t, _ in hs[1:]], best[i])
+            for i, hs in enumerate(outputs)
         ]
-        others = [_unique([r[i] for r in ranked], best[i]) for i in range(len(texts))]
         body["alternatives"] = others[0] if single else others
-    return _detected(body, req, model, texts)
+    if found is not None:
+        guesses = [{"language": code, "confidence": c} for code, c in found]
+        body["detectedLanguage"] = guesses[0] if single else guesses
+    return body
 
 
-def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = None) -> Passages:
+async def _text_route(
+    registry: Registry,
+    route: Route,
+    texts: list[str],
+    nbest: int,
+    prefix: str,
+    given,
+    glossary,
+) -> list[Hypotheses]:
+    """Each of ``texts``' ``nbest`` hypotheses along ``route``: after the first leg, then
+    through the pivot each of them translated again (``pivoted``); ``prefix`` begins the
+    last leg's translation, ``given`` (a request's glossary) applies to a direct pair."""
+    last = len(route.legs) - 1
+    ranked = await _text_leg(
+        registry, route.legs[0], texts, nbest, prefix if last == 0 else "", given, glossary
+    )
+    if route.pivot is not None:
+        between = [_unique_hypotheses(hs) for hs in ranked]
+        flat = [text for hs in between for text, _ in hs]
+        again = await _text_leg(
+            registry, route.legs[1], flat, nbest, prefix, None, glossary, pivoted=True
+        )
+        ranked = pivoted(between, again, nbest)
+    return ranked
+
+
+async def _text_leg(
+    registry: Registry,
+    name: str,
+    texts: list[str],
+    nbest: int,
+    prefix: str,
+    given,
+    glossary,
+    pivoted: bool = False,
+) -> list[Hypotheses]:
+    """``texts`` translated by model ``name`` (loaded if it is not, and held meanwhile),
+    line by line and sentence by sentence: each text's ``nbest`` hypotheses, hypothesis k
+    each sentence's k-th (its last where it has fewer) joined, as LibreTranslate joins them,
+    scored by the sum of its sentences' scores (as Argos Translate sums them). ``pivoted``:
+    the texts are a first model's translations, whose words the model reads as far as it can
+    (a word past its limit is not the client's to fix)."""
+    config = registry.config
+    async with registry.holding(name) as model:
+        terms = await terms_for(model, given, glossary)
+        if config.kept or model.split_sentences:  # more than a glance at each line: off the loop
+            passages = await run_in_threadpool(_sentences, model, texts, config.kept, pivoted)
+        else:
+            passages = _sentences(model, texts, None, pivoted)
+        # --beam 0 (the default): each model's own search (ServedModel.translate)
+        options = dict(beam=config.beam and max(config.beam, nbest), nbest=nbest)
+
+        async def decode(items: list[str], prefix: str) -> list:
+            if not items:
+                return []
+            return await registry.run(
+                model,
+                items,
+                lambda items: model.translate(  # texts only
+                    items,
+                    scores=False,
+                    prefix=prefixes(prefix, items),
+                    glossary=terms,
+                    keep=config.kept,
+                    **options,
+                ),
+                ("translate", prefix, tuple(sorted(options.items())), terms_key(terms)),
+            )
+
+        sentences = passages.texts
+        if prefix:  # the translation of each text begins with it: its first sentence's
+            heads = [i for i, first in enumerate(passages.first) if first]
+            rest = [i for i, first in enumerate(passages.first) if not first]
+            decoded = await asyncio.gather(
+                decode([sentences[i] for i in heads], prefix),
+                decode([sentences[i] for i in rest], ""),
+            )
+            results: list = [None] * len(sentences)
+            for indices, found in zip((heads, rest), decoded, strict=True):
+                for i, t in zip(indices, found, strict=True):
+                    results[i] = t
+        else:
+            results = await decode(sentences, "")
+    hypotheses = [[(h.text, h.score) for h in t.hypotheses] or [("", 0.0)] for t in results]
+    joined = []
+    for k in range(nbest):
+        kth = [h[min(k, len(h) - 1)] for h in hypotheses]
+        scores = [0.0] * len(texts)
+        for i, (_, score) in zip(passages.passage, kth, strict=True):
+            scores[i] += score
+        joined.append(list(zip(passages.join([text for text, _ in kth]), scores, strict=True)))
+    return [[joined[k][i] for k in range(nbest)] for i in range(len(texts))]
+
+
+def _unique_hypotheses(hypotheses: Hypotheses) -> Hypotheses:
+    """``hypotheses`` without a text repeated (the first kept)."""
+    seen: set[str] = set()
+    return [h for h in hypotheses if not (h[0] in seen or seen.add(h[0]))]
+
+
+def _sentences(
+    model: ServedModel, texts: list[str], keep: list[str] | None = None, pivoted: bool = False
+) -> Passages:
     """``texts`` cut into the sentences ``model`` reads (their lines kept; a span ``keep``
-    matches never cut); a word too long for the model to read whole is refused."""
+    matches never cut); a word too long for the model to read whole is refused (``pivoted``:
+    read as far as the model reads)."""
     counts: dict[str, int] = {}
 
     def tokens(text: str) -> int:
@@ -241,8 +297,10 @@ def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = No
         return counts[text]
 
     limit = model.max_text_tokens
-    passages = Passages(texts, lambda text: tokens(text) <= limit, has_words, keep)
-    for text in passages.texts:
+    passages = Passages(
+        texts, lambda text: tokens(text) <= limit, has_words, keep, model.split_sentences
+    )
+    for text in [] if pivoted else passages.texts:
         if tokens(text) > limit:  # one word over the limit (a sentence is cut between words)
             raise ServeError(
                 400,
@@ -251,22 +309,6 @@ def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = No
                 "q",
             )
     return passages
-
-
-def _as_it_came(req, language: str) -> dict:
-    """The answer to a text asked for in the language it is in: the text as it came, without
-    alternatives, detected (under 'auto') as ``language``."""
-    single = isinstance(req.q, str)
-    texts = [req.q] if single else list(req.q)
-    body: dict = {"translatedText": req.q}
-    if req.alternatives:
-        body["alternatives"] = [] if single else [[] for _ in texts]
-    if req.source == "auto":
-        guesses = [
-            {"language": language, "confidence": 100.0 if has_words(t) else 0.0} for t in texts
-        ]
-        body["detectedLanguage"] = guesses[0] if single else guesses
-    return body
 
 
 def _unique(texts: list[str], translation: str) -> list[str]:
@@ -295,22 +337,22 @@ async def frontend_settings(request: Request, registry: Models):
         "language": {
             "source": {
                 "code": source,
-                "name": "Auto Detect" if source == "auto" else _name(source),
+                "name": "Auto Detect" if source == "auto" else registry.pairs.name(source),
             },
-            "target": {"code": target, "name": _name(target)},
+            "target": {"code": target, "name": registry.pairs.name(target)},
         },
     }
 
 
 def frontend_languages(
-    served: list[ServedModel], frontend: FrontendConfig, accept_language: str
+    served: list[Entry], frontend: FrontendConfig, accept_language: str
 ) -> tuple[str, str]:
     """The (source, target) a page starts with, from ``--frontend-language-source`` and
     ``-target``: a served code as given (with a source given, a target it translates into),
-    "locale" the browser's first language served (``accept_language``), "auto" where this
-    server can take it for that target (one source translates into it: this server
-    identifies no language); anything else the first translator's, as LibreTranslate falls
-    back to its first languages."""
+    "locale" the browser's first language served (``accept_language``), "auto" as given
+    (each text's language is detected among the served ones, as LibreTranslate's "auto"
+    is); anything else the first translator's, as LibreTranslate falls back to its first
+    languages."""
     if not served:
         return "auto", "auto"
     pairs = [m.languages for m in served]
@@ -321,12 +363,9 @@ def frontend_languages(
     if wanted == "locale":
         wanted = next((c for c in accepted_languages(accept_language, targets)), "")
     target = wanted if wanted in targets else (targets[0] if fixed else pairs[0][1])
-    if fixed:
-        return fixed, target
-    sources = list(dict.fromkeys(s for s, t in pairs if t == target))
-    if source == "auto" and len(sources) == 1:
-        return "auto", target
-    return sources[0], target
+    if fixed or source == "auto":
+        return fixed or "auto", target
+    return next(s for s, t in pairs if t == target), target
 
 
 def accepted_languages(header: str, codes: list[str]) -> list[str]:
@@ -358,14 +397,18 @@ async def suggest(request: Request, registry: Models, caller: Guarded):
     """LibreTranslate's suggestions: stored with ``--suggestions`` (SQLite, the newest
     ``--suggestions-max-rows``), 403 without. ``q`` and ``s`` are texts within the limits of
     ``/translate``'s; ``source`` and ``target`` a pair this server translates, refused in
-    ``/translate``'s words (``source`` 'auto' is stored as the language it stands for)."""
+    ``/translate``'s words (``source`` 'auto' is stored as the language ``q`` is found in,
+    ``detected_source``)."""
     store = request.app.state.suggestions
     if store is None:
         raise ServeError(403, "Suggestions are disabled on this server.")
     req = await libretranslate_body(request, s.SuggestRequest)
     for name in ("q", "s"):
         libretranslate_texts(getattr(req, name), caller, name)
-    source = pick_translator(registry, req.source, req.target).languages[0]
+    if req.source == "auto":
+        source = await detected_source(registry, req.q, req.target)
+    else:
+        source = pick_route(registry, req.source, req.target).source
     await run_in_threadpool(store.add, req.q, req.s, source, req.target)
     return {"success": True}
 
@@ -376,60 +419,55 @@ async def spec(request: Request):
     return request.app.openapi()
 
 
-def _detected(body: dict, req, model: ServedModel, texts: list[str] | None) -> dict:
-    """``source`` 'auto': the model's source language, confidence 0 for a text without words
-    (``texts`` None: every text has them)."""
-    if req.source == "auto":
-        count = 1 if isinstance(req.q, str) else len(req.q)
-        words = [True] * count if texts is None else map(has_words, texts)
-        guesses = [
-            {"language": model.languages[0], "confidence": 100.0 if w else 0.0} for w in words
-        ]
-        body["detectedLanguage"] = guesses[0] if isinstance(req.q, str) else guesses
-    return body
+async def _html_route(
+    registry: Registry, route: Route, pages: list[str], names: list[str], given, glossary
+) -> list[str]:
+    """``format`` "html": each of ``pages`` (texts of ``q``, called ``names`` in errors) a
+    page or fragment, its text translated sentence by sentence and its markup kept
+    (``aiayn.data.markup``) along ``route``: through a pivot, the pages in the pivot
+    language translated again. ``--max-chars`` bounds each document, markup included (as
+    LibreTranslate's character limit does)."""
+    for name in route.legs:
+        pages = await _html_leg(registry, name, pages, names, given, glossary)
+    return pages
 
 
-async def _translate_html(
-    req, model: ServedModel, registry: Registry, caller: Caller, terms
-) -> dict:
-    """``format`` "html": each ``q`` a page or fragment, its text translated sentence by
-    sentence and its markup kept (``aiayn.data.markup``). ``--max-chars`` bounds each
-    document, markup included (as LibreTranslate's character limit does). ``alternatives``
-    are none (an empty list), as LibreTranslate answers them for a page."""
+async def _html_leg(
+    registry: Registry, name: str, pages: list[str], names: list[str], given, glossary
+) -> list[str]:
+    """``pages`` (HTML) translated by model ``name`` (loaded if it is not, and held
+    meanwhile), their markup placed by each sentence's word alignment."""
     from aiayn.data import markup
 
     config = registry.config
-    if req.prefix:
-        raise ServeError(400, "prefix: applies to format 'text', not 'html'", "prefix")
-    documents = texts_of(req.q, "q", caller)  # the whole markup within --max-chars
-    names = ["q"] if isinstance(req.q, str) else [f"q[{i}]" for i in range(len(documents))]
+    async with registry.holding(name) as model:
+        terms = await terms_for(model, given, glossary)
+        limit = model.max_text_tokens
 
-    limit = model.max_text_tokens
+        def fits(text: str) -> bool:
+            return model.token_counts([text])[0] <= limit
 
-    def fits(text: str) -> bool:
-        return model.token_counts([text])[0] <= limit
-
-    try:
-        sentences = await run_in_threadpool(markup.read, documents, names, fits, config.kept)
-    except markup.MarkupError as e:
-        raise ServeError(400, str(e), "q") from None
-    options = dict(beam=config.beam)
-    results = []
-    if sentences.texts:  # a document may hold no text at all
-        results = await registry.run(
-            model,
-            sentences.texts,
-            lambda items: model.translate(
-                items, scores=False, alignment=True, glossary=terms, keep=config.kept, **options
-            ),
-            ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
-        )
-    pages = sentences.render([(t.text, t.alignment or ()) for t in results])
-    single = isinstance(req.q, str)
-    body: dict = {"translatedText": pages[0] if single else pages}
-    if req.alternatives:  # none for a page, as LibreTranslate answers
-        body["alternatives"] = [] if single else [[] for _ in pages]
-    return _detected(body, req, model, None)
+        try:
+            sentences = await run_in_threadpool(markup.read, pages, names, fits, config.kept)
+        except markup.MarkupError as e:
+            raise ServeError(400, str(e), "q") from None
+        options = dict(beam=config.beam)
+        results = []
+        if sentences.texts:  # a document may hold no text at all
+            results = await registry.run(
+                model,
+                sentences.texts,
+                lambda items: model.translate(
+                    items,
+                    scores=False,
+                    alignment=True,
+                    glossary=terms,
+                    keep=config.kept,
+                    **options,
+                ),  # fmt: skip
+                ("translate-aligned", tuple(sorted(options.items())), terms_key(terms)),
+            )
+    return sentences.render([(t.text, t.alignment or ()) for t in results])
 
 
 class TranslateLane:

@@ -66,7 +66,7 @@ async def metrics(request: Request, registry: Models):
 @router.post("/v1/translate", response_model=s.TranslateResponse)
 async def translate(req: s.TranslateRequest, request: Request, registry: Models, caller: Guarded):
     """n-best translations with their scores (greedy search when ``beam`` is 1: no score)."""
-    model = registry.pick(req.model, TRANSLATOR, "/v1/translate")
+    model = await registry.pick(req.model, TRANSLATOR, "/v1/translate")
     texts = texts_of(req.text, "text", caller)
     check_beam(req.beam, registry.config)
     offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
@@ -115,7 +115,7 @@ def prefixes(prefix: str, items: list[str]) -> list[str] | None:
 @router.post("/v1/attention", response_model=s.AttentionResponse)
 async def attention(req: s.AttentionRequest, registry: Models, caller: Guarded):
     """One sentence's translation with every layer's and head's attention weights."""
-    model = registry.pick(req.model, TRANSLATOR, "/v1/attention")
+    model = await registry.pick(req.model, TRANSLATOR, "/v1/attention")
     texts_of(req.text, "text", caller)
     check_beam(req.beam, registry.config)
     offset = default_within(req, "max_len_offset", registry.config.max_new_tokens)
@@ -146,7 +146,7 @@ async def attention(req: s.AttentionRequest, registry: Models, caller: Guarded):
 @router.post("/v1/classify", response_model=s.ClassifyResponse)
 async def classify(req: s.ClassifyRequest, registry: Models, caller: Guarded):
     """Class probabilities of each text under a classifier."""
-    model = registry.pick(req.model, ENCODER, "/v1/classify")
+    model = await registry.pick(req.model, ENCODER, "/v1/classify")
     if not model.is_classifier:
         raise ServeError(422, f"model {model.name!r} has no classifier head", "model")
     texts = texts_of(req.input, "input", caller)

@@ -27,22 +27,23 @@ PATH = "/v1/completions"  # whose errors a stream sends as events, in OpenAI's e
 
 @router.get("/v1/models")
 async def list_models(registry: Models):
-    """The served models: name, family, parameters, vocabulary, languages, labels."""
+    """The served models: name, family, parameters, vocabulary, languages, labels; whether
+    each is loaded, how often it was and how long its last load took."""
     registry.require_ready()
-    return {"object": "list", "data": [m.describe() for m in registry.models.values()]}
+    return {"object": "list", "data": [e.describe() for e in registry.entries.values()]}
 
 
 @router.get("/v1/models/{model_id:path}")
 async def retrieve_model(model_id: str, registry: Models):
     """One served model, as ``/v1/models`` lists it (OpenAI's models.retrieve)."""
-    return registry.get(model_id).describe()
+    return registry.entry(model_id).describe()
 
 
 @router.post("/v1/embeddings", response_model=s.EmbeddingResponse)
 async def embeddings(req: s.EmbeddingRequest, registry: Models, caller: Guarded):
     """Pooled encoder states of each text (the vectors of ``aiayn embed``), or of each list
     of token ids."""
-    model = registry.pick(req.model, ENCODER, "/v1/embeddings")
+    model = await registry.pick(req.model, ENCODER, "/v1/embeddings")
     inputs = texts_or_ids(req.input, "input", caller)
     if req.dimensions is not None and req.dimensions != model.config.d_model:
         raise ServeError(
@@ -81,7 +82,7 @@ async def embeddings(req: s.EmbeddingRequest, registry: Models, caller: Guarded)
 async def completions(req: s.CompletionRequest, registry: Models, caller: Guarded):
     """Continue each prompt ``n`` times (OpenAI's completions); ``stream`` sends server-sent
     events. Choice ``i * n + j`` is prompt i's j-th."""
-    model, config = registry.pick(req.model, DECODER, "/v1/completions"), registry.config
+    model, config = await registry.pick(req.model, DECODER, "/v1/completions"), registry.config
     prompts = texts_or_ids("" if req.prompt is None else req.prompt, "prompt", caller)
     n = req.n or 1
     if n * len(prompts) > config.max_texts:
@@ -198,7 +199,7 @@ def stream_completion(
 
     async def events():
         try:
-            chunks = completion_events(deltas, done, future, head, registry.config, with_usage)
+            chunks = completion_events(deltas, done, job, head, registry.config, with_usage)
             async for chunk in chunks:
                 yield chunk
             if with_usage and future.done() and not future.exception():
@@ -212,29 +213,39 @@ def stream_completion(
                 yield f"data: {json.dumps(chunk)}\n\n"
             yield "data: [DONE]\n\n"
         finally:
-            cancel.set()
-            job.cancelled = True
+            cancel.set()  # a generation running stops after its current token
+            registry.queues[model.name].cancel(job)  # one still queued never runs
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
-async def completion_events(deltas: asyncio.Queue, done, future, head: dict, config, with_usage):
-    """The events of one streamed completion, up to (not including) the usage and ``[DONE]``."""
+async def completion_events(deltas: asyncio.Queue, done, job, head: dict, config, with_usage):
+    """The events of one streamed completion, up to (not including) the usage and ``[DONE]``:
+    an error event once no token came for ``--timeout`` seconds since the generation began
+    or the token before (the time waiting in the queue is not counted)."""
     extra = {"usage": None} if with_usage else {}
+    future = job.future
 
     def event(index: int, text: str, reason: str | None) -> str:
         choice = {"text": text, "index": index, "logprobs": None, "finish_reason": reason}
         chunk = {**head, "object": "text_completion", "choices": [choice], **extra}
         return f"data: {json.dumps(chunk)}\n\n"
 
+    timeout = config.timeout
+    last, left = None, timeout  # when the last token came (None: none yet)
     while True:
         try:
-            item = await asyncio.wait_for(deltas.get(), config.timeout)
+            item = await asyncio.wait_for(deltas.get(), left)
         except TimeoutError:
-            message = f"no token for {config.timeout:g} s (--timeout)"
+            since = last if last is not None else job.started_at  # None: still queued
+            left = timeout if since is None else since + timeout - time.monotonic()
+            if left > 0:
+                continue
+            message = f"no token for {timeout:g} s (--timeout)"
             yield f"data: {json.dumps(error_body(PATH, 504, message))}\n\n"
             return
+        last, left = time.monotonic(), timeout
         if item is not done:
             yield event(*item)
             continue
