@@ -1,7 +1,7 @@
 """Serving a directory of Argos Translate packages: ``aiayn serve --argos-packages DIR``
 against LibreTranslate serving the same directory, in turn, in one run.
 
-    python bench/argos_pairs.py [models/ding-de-en] [--requests 8] [--detect-per-language 10]
+    python bench/argos_pairs.py [models/ding-de-en] [--requests 24] [--detect-per-language 10]
 
 The packages directory (runs/argos_pairs/packages, rebuilt each run) holds three pairs
 exported from the shipped model with ``aiayn export --format argos --quantize int8``: de->en
@@ -14,7 +14,8 @@ LibreTranslate (scripts/libretranslate_peer.sh's virtual environment and offline
 with ``ARGOS_PACKAGES_DIR``. Both decode with one CTranslate2 thread (``--threads 1``,
 ``ARGOS_INTRA_THREADS=1``) and Argos Translate's beam (4), on LibreTranslate's ``/translate``.
 
-For each server, alone on 127.0.0.1, one after the other:
+Both servers run at once on 127.0.0.1 and are asked one request at a time, in turn (the
+order turned at each request), so that the load of a shared machine falls on both alike:
 - the resident memory (RSS, the server process and its children, /proc) once it answers,
   before any translation, and after each pair's first request;
 - each direct pair's first request (cold: the pair's load included) and the median of
@@ -128,56 +129,90 @@ def translate(port: int, text: str, source: str, target: str, outputs: list) -> 
     return seconds
 
 
-def measure(port: int, pid: int, texts: dict[str, list[str]], requests: int, detect_items):
-    """One server's figures (see the module's docstring)."""
-    time.sleep(2)  # whatever the server does just after it answers, done
-    out: dict = {"rss_mb_no_pair": rss_mb(pid), "pairs": {}, "pivots": {}, "outputs": {}}
+def measure(servers: dict[str, tuple[int, int]], texts: dict[str, list[str]], requests: int,
+            detect_items) -> dict[str, dict]:  # fmt: skip
+    """Each server's figures (see the module's docstring); ``servers``: {name: (port, pid)},
+    all started, asked in turn request by request (the order turned each time)."""
+    names = list(servers)
+    turn = [0]
+
+    def each(call):  # call(name, port, pid) for every server, in turn
+        turn[0] += 1
+        for name in names[turn[0] % len(names) :] + names[: turn[0] % len(names)]:
+            call(name, *servers[name])
+
+    time.sleep(2)  # whatever a server does just after it answers, done
+    out: dict[str, dict] = {
+        name: {"rss_mb_no_pair": rss_mb(pid), "pairs": {}, "pivots": {}, "outputs": {}}
+        for name, (_, pid) in servers.items()
+    }
+    seconds: dict[tuple[str, str], list[float]] = {}
+
+    def timed(source, target, text, key=None):
+        def call(name, port, pid):
+            route = f"{source}-{target}"
+            outputs = out[name]["outputs"].setdefault(route, []) if key != "direct" else []
+            took = translate(port, text, source, target, outputs)
+            seconds.setdefault((name, key or route), []).append(took)
+
+        return call
+
     for source, target in PAIRS:
+        route = f"{source}-{target}"
         sentences = texts[source]
-        outputs = out["outputs"][f"{source}-{target}"] = []
-        cold = translate(port, sentences[0], source, target, outputs)
-        rss = rss_mb(pid)
-        warm = [translate(port, s, source, target, outputs) for s in sentences[1 : requests + 1]]
-        out["pairs"][f"{source}-{target}"] = {
-            "cold_s": round(cold, 4),
-            "warm_median_s": round(statistics.median(warm), 4),
-            "rss_mb_after": rss,
-        }
-    out["rss_mb_all_pairs"] = rss_mb(pid)
+        for name, (port, pid) in servers.items():  # cold: one server at a time, then its RSS
+            timed(source, target, sentences[0], f"{route} cold")(name, port, pid)
+            out[name]["pairs"][route] = {"rss_mb_after": rss_mb(pid)}
+        for sentence in sentences[1 : requests + 1]:
+            each(timed(source, target, sentence))
+        for name in names:
+            out[name]["pairs"][route] |= {
+                "cold_s": round(seconds[name, f"{route} cold"][0], 4),
+                "warm_median_s": round(statistics.median(seconds[name, route]), 4),
+            }
+    for name, (_, pid) in servers.items():
+        out[name]["rss_mb_all_pairs"] = rss_mb(pid)
     # the pivots, warm, beside the direct pair: at step k de->en translates sentence k, each
     # pivot the next ones in turn, so that no route's de->en leg gets the text the call
     # before it translated (Argos Translate keeps the previous call's translations and
     # LibreTranslate answers a repeat from them)
-    direct: list[float] = []
-    pivoted: dict[str, list[float]] = {f"{s}-{t}": [] for s, t in PIVOTS}
-    firsts = {}
     german = texts["de"]
     # the first pivoted requests: the first sentence and the last (which no other call has)
     for (source, target), text in zip(PIVOTS, (german[0], german[-1]), strict=True):
-        outputs = out["outputs"][f"{source}-{target}"] = []
-        firsts[f"{source}-{target}"] = translate(port, text, source, target, outputs)
+        each(timed(source, target, text, f"{source}-{target} first"))
     for k in range(1, requests + 1):
-        direct.append(translate(port, german[k], "de", "en", []))
+        each(timed("de", "en", german[k], "direct"))
         for i, (source, target) in enumerate(PIVOTS, 1):
+            each(timed(source, target, german[k + i]))
+    for name in names:
+        direct = statistics.median(seconds[name, "direct"])
+        out[name]["direct_de_en_beside_pivots_median_s"] = round(direct, 4)
+        for source, target in PIVOTS:
             route = f"{source}-{target}"
-            pivoted[route].append(
-                translate(port, german[k + i], source, target, out["outputs"][route])
-            )
-    out["direct_de_en_beside_pivots_median_s"] = round(statistics.median(direct), 4)
-    for route, seconds in pivoted.items():
-        out["pivots"][route] = {
-            "first_s": round(firsts[route], 4),
-            "warm_median_s": round(statistics.median(seconds), 4),
-            "over_direct_de_en": round(statistics.median(seconds) / statistics.median(direct), 2),
-        }
-    right: dict[str, list[int]] = {}
-    for length, items in detect_items.items():
-        for code, text in items:
+            median = statistics.median(seconds[name, route])
+            out[name]["pivots"][route] = {
+                "first_s": round(seconds[name, f"{route} first"][0], 4),
+                "warm_median_s": round(median, 4),
+                "over_direct_de_en": round(median / direct, 2),
+            }
+    right: dict[tuple[str, str], list[int]] = {}
+
+    def detect(code, text, length):
+        def call(name, port, pid):
             answer = post(port, "/detect", {"q": text})[1]
             got = answer[0]["language"] if answer else None
-            right.setdefault(length, []).append(int(got == code))
-    out["detect_accuracy"] = {k: round(sum(v) / len(v), 3) for k, v in right.items()}
-    out["rss_mb_end"] = rss_mb(pid)
+            right.setdefault((name, length), []).append(int(got == code))
+
+        return call
+
+    for length, items in detect_items.items():
+        for code, text in items:
+            each(detect(code, text, length))
+    for name, (_, pid) in servers.items():
+        out[name]["detect_accuracy"] = {
+            length: round(statistics.fmean(right[name, length]), 3) for length in detect_items
+        }
+        out[name]["rss_mb_end"] = rss_mb(pid)
     return out
 
 
@@ -233,7 +268,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model_dir", nargs="?", default="models/ding-de-en")
     parser.add_argument("--corpus", default="data/ding-de-en")
-    parser.add_argument("--requests", type=int, default=8, help="warm requests a pair")
+    parser.add_argument("--requests", type=int, default=24, help="warm requests a pair")
     parser.add_argument(
         "--detect-per-language", type=int, default=10, help="/detect texts a language and length"
     )
@@ -247,21 +282,28 @@ def main() -> int:
     texts = {"de": german, "en": english}
     detect_items = sample(django_messages(LANGUAGES), args.detect_per_language, args.seed)
     lt_env = prepare_libretranslate(packages)
-    servers: dict[str, dict] = {}
-    for name in ("aiayn", "libretranslate") if lt_env else ("aiayn",):
-        port = free_port()
-        start = time.perf_counter()
-        if name == "aiayn":
-            server = start_aiayn(port, packages)
-        else:
-            server = start_libretranslate(port, lt_env)
-        ready = time.perf_counter() - start
-        try:
-            servers[name] = {"ready_s": round(ready, 2), **measure(port, server.pid, texts,
-                             args.requests, detect_items)}  # fmt: skip
-        finally:
+    started: dict[str, tuple] = {}  # name: (process, port, seconds to answer)
+    try:
+        for name in ("aiayn", "libretranslate") if lt_env else ("aiayn",):
+            port = free_port()
+            start = time.perf_counter()
+            if name == "aiayn":
+                server = start_aiayn(port, packages)
+            else:
+                server = start_libretranslate(port, lt_env)
+            started[name] = (server, port, time.perf_counter() - start)
+        servers = measure(
+            {name: (port, server.pid) for name, (server, port, _) in started.items()},
+            texts,
+            args.requests,
+            detect_items,
+        )
+    finally:
+        for server, _, _ in started.values():
             server.terminate()
             server.wait(60)
+    for name, (_, _, ready) in started.items():
+        servers[name] = {"ready_s": round(ready, 2), **servers[name]}
         print(json.dumps({name: servers[name]}, ensure_ascii=False), flush=True)
     outputs = {name: figures.pop("outputs") for name, figures in servers.items()}
     for name, routes in outputs.items():
