@@ -32,8 +32,8 @@ order turned at each request), so that the load of a shared machine falls on bot
 
 Every load is bounded (a few requests, one at a time), nothing leaves the machine and the
 servers are stopped. Appends a record to bench/results/argos_pairs.jsonl; docs/performance.md
-shows it (bench/report.py). Where LibreTranslate is not set up, aiayn's side alone is
-recorded and the record says so.
+shows it (bench/report.py). Where LibreTranslate is not set up or does not start, aiayn's
+side alone is recorded and the record's note says why.
 """
 
 from __future__ import annotations
@@ -282,6 +282,12 @@ def main() -> int:
     texts = {"de": german, "en": english}
     detect_items = sample(django_messages(LANGUAGES), args.detect_per_language, args.seed)
     lt_env = prepare_libretranslate(packages)
+    missing = (
+        None
+        if lt_env
+        else "LibreTranslate is not set up here (scripts/libretranslate_peer.sh was not run "
+        "or failed): aiayn alone, no comparison"
+    )
     started: dict[str, tuple] = {}  # name: (process, port, seconds to answer)
     try:
         for name in ("aiayn", "libretranslate") if lt_env else ("aiayn",):
@@ -290,7 +296,12 @@ def main() -> int:
             if name == "aiayn":
                 server = start_aiayn(port, packages)
             else:
-                server = start_libretranslate(port, lt_env)
+                try:
+                    server = start_libretranslate(port, lt_env)
+                except RuntimeError as e:  # it did not start: aiayn alone, and why
+                    missing = f"LibreTranslate did not start ({str(e)[-300:]}): aiayn alone"
+                    print(missing, file=sys.stderr)
+                    continue
             started[name] = (server, port, time.perf_counter() - start)
         servers = measure(
             {name: (port, server.pid) for name, (server, port, _) in started.items()},
@@ -347,16 +358,10 @@ def main() -> int:
             "detect_per_language": args.detect_per_language,
             "seed": args.seed,
             "versions": versions,
-            "peer": lt_version() if lt_env else None,
+            "peer": lt_version() if "libretranslate" in servers else None,
             "servers": servers,
             **summary,
-            "note": args.note
-            or (
-                ""
-                if lt_env
-                else "LibreTranslate is not set up here (scripts/libretranslate_peer.sh was "
-                "not run or failed): aiayn alone, no comparison"
-            ),
+            "note": "; ".join(text for text in (args.note, missing) if text),
         },
     )
     return 0
