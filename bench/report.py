@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report_sections import (  # noqa: E402
+    argos_pairs,
     ct2_beam,
     data_scale,
     decoding_speed,
@@ -72,6 +73,7 @@ SECTIONS = [
     serving_load,
     serving_engines,
     serving_peers,
+    argos_pairs,
     serving_profile,
     ct2_beam,
     prefix,
