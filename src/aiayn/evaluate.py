@@ -49,7 +49,8 @@ def evaluate_translation(
     sources = [s for s, _ in pairs]
     hyps = translate_best(decoder or model, tokenizer, sources, stats=stats, **search)
     scores = {"split": split, "sentences": len(pairs), **bleu_chrf(hyps, [t for _, t in pairs])}
-    valid = encode_split(data_config, tokenizer, "valid", filter_long=False)
+    frame = model.config.source_frame
+    valid = encode_split(data_config, tokenizer, "valid", filter_long=False, frame=frame)
     device = next(model.parameters()).device  # the batches go where the model is
     loss, _ = evaluate_loss(model, valid.batches(4096, shuffle=False), PAD, device=device)
     scores["valid_ppl"] = round(perplexity(loss), 2)

@@ -53,3 +53,9 @@ def test_collate_shifts_the_target_by_one():
     assert batch.tgt_out.tolist() == [[10, 11, EOS, PAD], [12, 13, 14, EOS]]
     assert batch.n_tokens == 7
     assert_close_to_scale(batch.efficiency, (6 + 7) / 16, rel=1e-12)
+
+
+def test_collate_frames_sources_as_asked():
+    batch = collate([([7, 8], [10]), ([7], [12])], [0, 1], frame=([BOS], []))
+    assert batch.src.tolist() == [[BOS, 7, 8], [BOS, 7, PAD]]
+    assert batch.tgt_out.tolist() == [[10, EOS], [12, EOS]]

@@ -154,6 +154,19 @@ def test_the_store_matches_the_tokenizer_and_the_pairs(corpus, tokenizer, tmp_pa
             assert getattr(batch, name).tolist() == getattr(expected, name).tolist()
 
 
+@pytest.mark.parametrize("frame", [([], []), ([2], [3]), ([2], [])])
+def test_the_batches_frame_sources_as_the_model_reads_them(corpus, tokenizer, tmp_path, frame):
+    """A model that reads sources bare or framed by bos (``ModelConfig.source_frame``, an
+    imported OpenNMT-py model's) is trained on sources framed so."""
+    config = DataConfig(corpus=str(corpus), max_len=10_000)
+    data = encode_split(config, tokenizer, "valid", False, tmp_path, "sha-a", frame=frame)
+    src = tokenizer.encode([s for s, _ in load_texts(config, "valid")])
+    for batch in data.batches(200, shuffle=False):
+        for row, i in zip(batch.src.tolist(), batch.index, strict=True):
+            framed = frame[0] + src[i] + frame[1]
+            assert row == framed + [0] * (len(row) - len(framed))  # then padding
+
+
 def test_a_changed_corpus_file_or_tokenizer_is_encoded_again(corpus, tokenizer, tmp_path):
     local = tmp_path / "corpus"
     local.mkdir()

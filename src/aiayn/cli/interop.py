@@ -1,5 +1,5 @@
-"""``import`` and ``export``: Hugging Face model directories, both ways; exports to
-CTranslate2 and Argos Translate."""
+"""``import`` and ``export``: Hugging Face model directories, both ways; CTranslate2 models and
+Argos Translate packages in, and out."""
 
 from __future__ import annotations
 
@@ -14,10 +14,23 @@ from aiayn.errors import UserError
 def add_interop(sub) -> None:
     p = sub.add_parser(
         "import",
-        help="convert a Hugging Face model (BERT, GPT-2, Marian) into an aiayn model directory",
+        help="convert a Hugging Face model (BERT, GPT-2, Marian), a CTranslate2 model or an "
+        "Argos Translate package into an aiayn model directory",
     )
-    p.add_argument("src", help="a local Hugging Face model directory (or a hub name)")
+    p.add_argument(
+        "src",
+        help="a Hugging Face model directory (or a hub name), a CTranslate2 model directory "
+        "(model.bin) or an Argos Translate package (.argosmodel, or an installed package folder)",
+    )
     p.add_argument("--out", required=True, help="the aiayn model directory to write")
+    p.add_argument(
+        "--tokenizer",
+        nargs="+",
+        metavar="SPM",
+        help="CTranslate2: the sentencepiece model its tokens come from, or a source and a "
+        "target model (default: sentencepiece.model, or source.spm and target.spm, beside "
+        "model.bin)",
+    )
     p.add_argument(
         "--force", action="store_true", help="replace the model directory --out holds, whole"
     )
@@ -47,10 +60,43 @@ def add_interop(sub) -> None:
     p.set_defaults(func=cmd_export)
 
 
-def cmd_import(args: argparse.Namespace) -> None:
-    from aiayn.interop.hf import import_hf
+def source_kind(src: str) -> str:
+    """What ``aiayn import`` reads at ``src``: "argos" (an .argosmodel archive, or a package
+    folder: metadata.json and model/model.bin), "ctranslate2" (a folder with model.bin) or
+    "hf" (anything else: a Hugging Face folder or hub name)."""
+    path = Path(src)
+    if path.is_file() and path.suffix == ".argosmodel":
+        return "argos"
+    if (path / "metadata.json").is_file() and (path / "model" / "model.bin").is_file():
+        return "argos"
+    if (path / "model.bin").is_file():
+        return "ctranslate2"
+    return "hf"
 
-    summary = import_hf(args.src, Path(args.out), force=args.force)
+
+def cmd_import(args: argparse.Namespace) -> None:
+    kind = source_kind(args.src)
+    if args.tokenizer and kind != "ctranslate2":
+        what = "an Argos Translate package" if kind == "argos" else "a Hugging Face model"
+        raise UserError(f"--tokenizer is for a CTranslate2 model; {args.src} is {what}")
+    if args.tokenizer and len(args.tokenizer) > 2:
+        raise UserError(
+            f"--tokenizer takes one sentencepiece model, or a source and a target one; got "
+            f"{len(args.tokenizer)}"
+        )
+    out = Path(args.out)
+    if kind == "ctranslate2":
+        from aiayn.interop.ctranslate2.importer import import_ctranslate2
+
+        summary = import_ctranslate2(args.src, out, tokenizer=args.tokenizer, force=args.force)
+    elif kind == "argos":
+        from aiayn.interop.ctranslate2.importer import import_argos_package
+
+        summary = import_argos_package(args.src, out, force=args.force)
+    else:
+        from aiayn.interop.hf import import_hf
+
+        summary = import_hf(args.src, out, force=args.force)
     print(json.dumps(summary, indent=2))
 
 

@@ -49,7 +49,10 @@ class ModelConfig:
     through a dense layer and tanh before the classifier (BERT's pooler), or not ("none");
     ``mlm_activation``: the activation of the encoder-only masked-LM head (dense, activation,
     LayerNorm; one of ``activation``'s choices), exact GELU in Phuong & Hutter 2022, Alg. 9,
-    the feed-forward block's own in BERT (its ``hidden_act``).
+    the feed-forward block's own in BERT (its ``hidden_act``); ``source_bos`` /
+    ``source_eos``: an encoder-decoder reads each source with bos before it / eos after it
+    (aiayn and Marian end sources with eos; OpenNMT-py's models read them bare, as
+    CTranslate2's ``add_source_bos`` / ``add_source_eos`` say).
     """
 
     family: str = "encoder-decoder"
@@ -79,6 +82,8 @@ class ModelConfig:
     final_logits_bias: bool = False
     pooler: str = "none"
     mlm_activation: str = "gelu"
+    source_bos: bool = False
+    source_eos: bool = True
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "tiny": dict(
@@ -122,7 +127,9 @@ class ModelConfig:
         if self.n_classes == 1:
             raise ValueError("n_classes must be 0 (no classifier) or >= 2, got 1")
         _check_choice("pooling", self.pooling, POOLINGS)
-        for name in ("embed_scale", "embedding_layer_norm", "final_logits_bias"):
+        for name in (
+            "embed_scale", "embedding_layer_norm", "final_logits_bias", "source_bos", "source_eos",
+        ):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_int("n_token_types", self.n_token_types, 0)
@@ -156,6 +163,11 @@ class ModelConfig:
     def eos_id(self) -> int:
         """The token that ends a sequence (appended to every source)."""
         return EOS
+
+    @property
+    def source_frame(self) -> tuple[list[int], list[int]]:
+        """The ids an encoder-decoder reads before and after each source's tokens."""
+        return [BOS] if self.source_bos else [], [EOS] if self.source_eos else []
 
     @property
     def max_positions(self) -> int | None:

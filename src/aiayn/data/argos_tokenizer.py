@@ -7,7 +7,9 @@ CTranslate2, which looks them up in the model's vocabularies (``shared_vocabular
 conversions; a piece not there is unk). Two tokenizers:
 
 * ``sentencepiece``: ``sentencepiece.model`` encodes a text as pieces; the output pieces are
-  decoded by it, U+2581 read as a space. (Argos Translate 1.10 and later also turn every
+  decoded by it, U+2581 read as a space. A CTranslate2 model imported with a source and a
+  target sentencepiece model (OPUS-MT's) keeps the target's as ``target.spm``: it cuts
+  targets and decodes outputs. (Argos Translate 1.10 and later also turn every
   "_" of a translation into a space; aiayn keeps underscores.)
 * ``bpe``: ``bpe.model`` holds subword-nmt merge operations. A source text is normalised and
   tokenized by Moses (sacremoses' ``MosesPunctNormalizer`` and ``MosesTokenizer`` of the source
@@ -45,6 +47,7 @@ from aiayn.errors import UserError
 from aiayn.fileio import atomic_write, read_json_object, write_json
 
 ARGOS_TOKENIZER_FILE = "argos_tokenizer.json"
+TARGET_MODEL_FILE = "target.spm"  # a target sentencepiece model of its own (OPUS-MT's)
 SOURCE_VOCAB_MAP_FILE = "source_vocab_map.json"
 MODEL_FILES = {"sentencepiece": "sentencepiece.model", "bpe": "bpe.model"}
 SHARED_VOCABULARY = "shared_vocabulary"
@@ -54,6 +57,7 @@ FILES = (
     ARGOS_TOKENIZER_FILE,
     SOURCE_VOCAB_MAP_FILE,
     *MODEL_FILES.values(),
+    TARGET_MODEL_FILE,
     *(f"{name}.json" for name in (SHARED_VOCABULARY, SOURCE_VOCABULARY, TARGET_VOCABULARY)),
 )
 CT2_DEFAULTS = {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}
@@ -80,7 +84,10 @@ def _vocabulary_file(model_dir: Path, name: str) -> list[str] | None:
         except UnicodeDecodeError as e:
             raise UserError(f"{txt_path}: not UTF-8 text (byte {e.start})") from None
         tokens = text.split("\n")  # only "\n": a token may hold other line breaks
-        return tokens[:-1] if tokens and tokens[-1] == "" else tokens
+        tokens = tokens[:-1] if tokens and tokens[-1] == "" else tokens
+        if tokens and all(t.endswith("\r") for t in tokens):  # CRLF lines, as CTranslate2
+            tokens = [t[:-1] for t in tokens]
+        return tokens
     return None
 
 
@@ -196,23 +203,32 @@ def _first_index(vocab: list[str], token: str) -> int | None:
 # -- the two ways of cutting text --------------------------------------------------------------
 
 
-class _SentencePiece:
-    def __init__(self, proto: bytes) -> None:
-        import sentencepiece as spm
+def _sentencepiece(proto: bytes):
+    import sentencepiece as spm
 
-        self.sp = spm.SentencePieceProcessor()
-        try:
-            self.sp.load_from_serialized_proto(proto)
-        except RuntimeError as e:
-            raise ValueError(f"not a sentencepiece model ({e})") from None
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.load_from_serialized_proto(proto)
+    except RuntimeError as e:
+        raise ValueError(f"not a sentencepiece model ({e})") from None
+    return sp
+
+
+class _SentencePiece:
+    """One sentencepiece model, or a source and a target one (OPUS-MT's)."""
+
+    def __init__(self, proto: bytes, target_proto: bytes | None = None) -> None:
+        self.sp = _sentencepiece(proto)
+        self.tp = self.sp if target_proto is None else _sentencepiece(target_proto)
 
     def source(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
 
-    target = source
+    def target(self, text: str) -> list[str]:
+        return self.tp.encode(text, out_type=str)
 
     def decode(self, pieces: list[str]) -> str:
-        return self.sp.decode_pieces(pieces).replace("\u2581", " ")
+        return self.tp.decode_pieces(pieces).replace("\u2581", " ")
 
 
 def check_bpe_codes(text: str) -> None:
@@ -275,7 +291,9 @@ class _MosesBPE:
 class ArgosTokenizer:
     """An Argos Translate package's tokenizer (``kind`` "sentencepiece" or "bpe", from the
     bytes of its ``model`` file) over a CTranslate2 model's ``source`` and ``target``
-    vocabularies (``target`` None: one shared), with aiayn's special ids."""
+    vocabularies (``target`` None: one shared), with aiayn's special ids. ``target_model``:
+    a sentencepiece model of the target side's own (a CTranslate2 conversion of OPUS-MT
+    comes with ``source.spm`` and ``target.spm``); ``model`` then cuts sources only."""
 
     pad_id, unk_id, bos_id, eos_id, mask_id = PAD, UNK, BOS, EOS, MASK
 
@@ -289,10 +307,13 @@ class ArgosTokenizer:
         source_lang: str,
         target_lang: str,
         target_prefix: str = "",
+        target_model: bytes | None = None,
     ) -> None:
         if kind not in MODEL_FILES:
             raise ValueError(f"unknown tokenizer kind {kind!r}; one of {', '.join(MODEL_FILES)}")
-        self.kind, self.model = kind, model
+        if target_model is not None and kind != "sentencepiece":
+            raise ValueError("a target model of its own is a sentencepiece model's")
+        self.kind, self.model, self.target_model = kind, model, target_model
         self.source, self.target = list(source), None if target is None else list(target)
         self.source_map, self.vocab_map = maps
         for side, vocab, vmap in (
@@ -307,7 +328,7 @@ class ArgosTokenizer:
         self.source_lang, self.target_lang = source_lang, target_lang
         self.target_prefix = target_prefix
         self.cutter = (
-            _SentencePiece(model)
+            _SentencePiece(model, target_model)
             if kind == "sentencepiece"
             else _MosesBPE(model, source_lang, target_lang)
         )
@@ -372,10 +393,15 @@ class ArgosTokenizer:
             write_json(directory / f"{SOURCE_VOCABULARY}.json", self.source)
             write_json(directory / f"{TARGET_VOCABULARY}.json", self.target)
             write_json(directory / SOURCE_VOCAB_MAP_FILE, self.source_map.to_dict())
-        write_json(directory / ARGOS_TOKENIZER_FILE, {
+        info = {
             "kind": self.kind, "source_lang": self.source_lang, "target_lang": self.target_lang,
             "target_prefix": self.target_prefix,
-        })  # fmt: skip
+        }  # fmt: skip
+        if self.target_model is not None:
+            target_model = self.target_model
+            atomic_write(directory / TARGET_MODEL_FILE, lambda p: p.write_bytes(target_model))
+            info["target_model"] = TARGET_MODEL_FILE
+        write_json(directory / ARGOS_TOKENIZER_FILE, info)
         self.vocab_map.save(directory)
 
     @classmethod
@@ -389,8 +415,10 @@ class ArgosTokenizer:
                 f"{', '.join(MODEL_FILES)}"
             )
         model_file = directory / MODEL_FILES[kind]
-        if not model_file.is_file():
-            raise UserError(f"{model_file}: missing (the {kind} model of the tokenizer)")
+        target_file = directory / TARGET_MODEL_FILE if info.get("target_model") else None
+        for path in (model_file, target_file):
+            if path is not None and not path.is_file():
+                raise UserError(f"{path}: missing (the {kind} model of the tokenizer)")
         source, target = read_ct2_vocabularies(directory)
         try:
             target_map = VocabMap.load(directory)
@@ -401,7 +429,8 @@ class ArgosTokenizer:
             )  # fmt: skip
             return cls(kind, model_file.read_bytes(), source, target, (source_map, target_map),
                        str(info.get("source_lang", "")), str(info.get("target_lang", "")),
-                       str(info.get("target_prefix", "")))  # fmt: skip
+                       str(info.get("target_prefix", "")),
+                       target_file.read_bytes() if target_file is not None else None)  # fmt: skip
         except ValueError as e:
             raise UserError(f"{directory}: {e}") from None
 

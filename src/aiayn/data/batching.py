@@ -95,9 +95,16 @@ def pad(seqs: Sequence[Sequence[int]], value: int = PAD) -> Tensor:
     return out
 
 
-def collate(pairs: Sequence[tuple[list[int], list[int]]], index: list[int]) -> Batch:
-    """Pairs of (source ids, target ids) without specials to a padded ``Batch``."""
-    src = pad([s + [EOS] for s, _ in pairs])
+def collate(
+    pairs: Sequence[tuple[list[int], list[int]]],
+    index: list[int],
+    frame: tuple[Sequence[int], Sequence[int]] = ((), (EOS,)),
+) -> Batch:
+    """Pairs of (source ids, target ids) without specials to a padded ``Batch``; each source
+    framed by ``frame`` (the ids before and after it: eos after, unless the model's config
+    says otherwise, ``ModelConfig.source_frame``)."""
+    head, tail = list(frame[0]), list(frame[1])
+    src = pad([head + s + tail for s, _ in pairs])
     tgt_in = pad([[BOS] + t for _, t in pairs])
     tgt_out = pad([t + [EOS] for _, t in pairs])
     return Batch(src, tgt_in, tgt_out, index)

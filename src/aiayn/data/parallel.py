@@ -9,6 +9,7 @@ tokenizer trains on a bounded sample of the training text, drawn while streaming
 
 from __future__ import annotations
 
+import functools
 import queue
 import random
 import tempfile
@@ -144,11 +145,12 @@ def build_store(config: DataConfig, split: str, tokenizer, key: dict, directory:
     return write_store(directory, key, ("src", "tgt"), tokenizer.vocab_size, chunks)
 
 
-def collate_pairs(batches: EpochBatches, i: int) -> Batch:
-    """Batch i of an epoch, padded by ``collate``: source + eos, bos + target, target + eos."""
+def collate_pairs(batches: EpochBatches, i: int, frame=None) -> Batch:
+    """Batch i of an epoch, padded by ``collate``: source + eos (or as ``frame`` frames it),
+    bos + target, target + eos."""
     seqs, index = batches.read(i, ("src", "tgt"))
     pairs = [(s.tolist(), t.tolist()) for s, t in zip(seqs["src"], seqs["tgt"], strict=True)]
-    return collate(pairs, index)
+    return collate(pairs, index) if frame is None else collate(pairs, index, frame)
 
 
 def target_tokens(store: TokenStore, index: np.ndarray) -> int:
@@ -167,8 +169,10 @@ class ParallelData:
         filter_long: bool,
         corpus: str = "",
         split: str = "",
+        frame: tuple[list[int], list[int]] | None = None,
     ) -> None:
         self.stores = stores
+        self.frame = frame  # how a source is framed (None: eos after it)
         self.plan = BucketPlan(stores, max_len if filter_long else None, drop_long=True)
         total = sum(s.n for s in stores)
         if filter_long and total and not self.plan.n:
@@ -196,9 +200,10 @@ class ParallelData:
         rank: int = 0,
         world_size: int = 1,
     ) -> EpochBatches:
-        out = epoch_batches(
-            self.plan, max_tokens, seed, epoch, shuffle, collate_pairs, target_tokens
-        )
+        collate = collate_pairs
+        if self.frame is not None:
+            collate = functools.partial(collate_pairs, frame=self.frame)
+        out = epoch_batches(self.plan, max_tokens, seed, epoch, shuffle, collate, target_tokens)
         return shard(out, rank, world_size) if world_size > 1 else out
 
 
@@ -210,6 +215,7 @@ def encode_split(
     root: Path | None = None,
     tokenizer_sha256: str = "",
     write: bool = True,
+    frame: tuple[list[int], list[int]] | None = None,
 ) -> ParallelData:
     """``split`` (with ``train_repeat`` and ``extra_train`` for train) as ``ParallelData``.
 
@@ -217,7 +223,8 @@ def encode_split(
     content checked against the digests written with them and the tokenizer's vocabulary:
     one that is missing, outdated or damaged is written (``write``) or waited for (another
     process writes it). Without ``root``, in a temporary directory that lives as long as the
-    result.
+    result. ``frame``: the ids before and after each source (``ModelConfig.source_frame``;
+    None: eos after it).
     """
     keep = None
     if root is None:
@@ -233,6 +240,6 @@ def encode_split(
         stores[name] = open_or_write(Path(root) / name, key, build, write, tokenizer.vocab_size)
     ordered = [stores[names[0]]] * (config.train_repeat if split == "train" else 1)
     ordered += [stores[n] for n in names[1:]]
-    data = ParallelData(ordered, config.max_len, filter_long, config.corpus, split)
+    data = ParallelData(ordered, config.max_len, filter_long, config.corpus, split, frame)
     data._tempdir = keep  # removed with the data
     return data

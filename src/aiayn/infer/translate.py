@@ -144,13 +144,14 @@ def sigil_tokens(tokenizer) -> dict[str, frozenset[int]]:
 
 
 def source_ids(model, tokenizer: Tokenizer, texts: list[str]) -> tuple[list[list[int]], list[int]]:
-    """The encoder inputs of ``texts`` (cut to the model's ``max_len`` with eos) and the
-    indices of the texts that were cut."""
-    config = model.config
+    """The encoder inputs of ``texts`` (cut to the model's ``max_len`` with eos, or as its
+    config frames sources: ``ModelConfig.source_frame``) and the indices of the texts that
+    were cut."""
+    head, tail = model.config.source_frame
     ids = tokenizer.encode(texts)
-    limit = config.max_len - 1
+    limit = model.config.max_len - len(head) - len(tail)
     truncated = [i for i, x in enumerate(ids) if len(x) > limit]
-    return [x[:limit] + [config.eos_id] for x in ids], truncated
+    return [head + x[:limit] + tail for x in ids], truncated
 
 
 def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:

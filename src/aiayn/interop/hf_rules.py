@@ -54,8 +54,9 @@ class Rule:
     ``ours``/``theirs`` may hold ``{i}``, the layer index over the ``stack`` ("encoder" or
     "decoder") of ``ModelConfig``. Several ``theirs`` names are concatenated along dim 0 (a
     fused Q, K, V) and split back on export. ``axes`` labels our tensor's dimensions: "v" the
-    vocabulary (rows follow the ``VocabMap``), "d" the model dimension (follows the
-    permutation, if any), "-" anything else. ``transpose``: theirs is stored transposed
+    vocabulary (rows follow the ``VocabMap``), "s" the source vocabulary where it is another
+    (the ``Mapping``'s ``source`` map), "d" the model dimension (follows the permutation, if
+    any), "-" anything else. ``transpose``: theirs is stored transposed
     (GPT-2's Conv1D); ``flat``: theirs has a leading axis of 1 (Marian's final_logits_bias).
     """
 
@@ -82,21 +83,24 @@ def expand(rules: list[Rule], config: ModelConfig) -> Iterator[tuple[str, list[s
 
 @dataclass
 class Mapping:
-    """What turns one checkpoint into the other: the table, the vocabulary map and the
-    permutation of the model dimension (ours[..., k] = theirs[..., perm[k]]), if any."""
+    """What turns one checkpoint into the other: the table, the vocabulary map (and the
+    source's, where the source has a vocabulary of its own) and the permutation of the
+    model dimension (ours[..., k] = theirs[..., perm[k]]), if any."""
 
     rules: list[Rule]
     vocab: VocabMap
     perm: Tensor | None = None
     ignore: tuple[str, ...] = ()  # regexes of their names that carry nothing (buffers)
+    source: VocabMap | None = None  # the source vocabulary's map ("s" axes); None: ``vocab``
 
 
 def _permute_to_ours(t: Tensor, axes: str, m: Mapping) -> Tensor:
     for k, label in enumerate(axes):
-        if label == "v":
+        if label in ("v", "s"):
+            vocab = m.source if label == "s" and m.source is not None else m.vocab
             bias = t.dim() == 1  # an output bias (never produced: -inf) or embedding rows
             fill = float("-inf") if bias else 0.0
-            t = m.vocab.rows_to_ours(t.movedim(k, 0), fill, copies=not bias).movedim(0, k)
+            t = vocab.rows_to_ours(t.movedim(k, 0), fill, copies=not bias).movedim(0, k)
         elif label == "d" and m.perm is not None:
             t = t.index_select(k, m.perm)
     return t
@@ -104,8 +108,9 @@ def _permute_to_ours(t: Tensor, axes: str, m: Mapping) -> Tensor:
 
 def _permute_to_theirs(t: Tensor, axes: str, m: Mapping) -> Tensor:
     for k, label in enumerate(axes):
-        if label == "v":
-            t = m.vocab.rows_to_theirs(t.movedim(k, 0)).movedim(0, k)
+        if label in ("v", "s"):
+            vocab = m.source if label == "s" and m.source is not None else m.vocab
+            t = vocab.rows_to_theirs(t.movedim(k, 0)).movedim(0, k)
         elif label == "d" and m.perm is not None:
             t = t.index_select(k, torch.argsort(m.perm))
     return t

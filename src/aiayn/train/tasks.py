@@ -62,6 +62,7 @@ class TranslationTask:
     def load(self, tokenizer, store: StoreAccess | None = None) -> None:
         """Open (or write) the token stores of the train and valid splits."""
         data, where = self.run.data, (store or StoreAccess()).arguments()
+        where["frame"] = self.run.model.source_frame  # sources as the model reads them
         self.train = encode_split(data, tokenizer, "train", filter_long=True, **where)
         self.valid = encode_split(data, tokenizer, "valid", filter_long=False, **where)
 
