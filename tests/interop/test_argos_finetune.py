@@ -22,14 +22,13 @@ from aiayn.infer.greedy import greedy_decode
 from aiayn.infer.translate import source_ids
 from aiayn.modeldir import load_model_and_tokenizer, save_model_dir
 from tests.conftest import write_sample_corpus
-from tests.interop.argos_fixtures import argos_view, ding_lines
+from tests.interop.argos_fixtures import PAIRS, TEXT, argos_view, ding_lines
 from tests.tolerance import assert_close_to_scale
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2 writes and reads the model")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
 OFFSET = 8  # tokens past the source's length a translation may run to
-SOURCE = {"prenorm": "de", "marian": "en", "bpe": "en"}
 
 
 def _padded(rows: list[list[int]]) -> torch.Tensor:
@@ -79,7 +78,7 @@ def test_an_imported_package_is_written_back_in_its_own_layout(argos_packages, t
 
     ours = imported(argos_packages, kind, tmp_path / "ours")
     record = write_spec(ours, tmp_path / "ct2")
-    texts = ding_lines(SOURCE[kind], 16)
+    texts = ding_lines(TEXT[PAIRS[kind][0]], 16)
     for mine, theirs in greedy_pairs(ours, tmp_path / "ct2", texts):
         assert mine == theirs
     variables = read_variables(read_model_bin(tmp_path / "ct2" / "model.bin"))
@@ -113,7 +112,7 @@ def test_a_moved_start_row_becomes_a_start_token_and_imports_back(argos_packages
     else:  # OpenNMT-py's start token "<s>" has the row already
         assert record["start"] == "token" and vocab == tok.targets
         assert config["decoder_start_token"] == "<s>"
-    texts = ding_lines(SOURCE[kind], 16)
+    texts = ding_lines(TEXT[PAIRS[kind][0]], 16)
     for mine, theirs in greedy_pairs(ours, tmp_path / "ct2", texts):
         assert mine == theirs
         assert config["decoder_start_token"] not in theirs
@@ -135,78 +134,112 @@ def test_a_moved_start_row_becomes_a_start_token_and_imports_back(argos_packages
     assert_close_to_scale(b[produced], a[produced])
 
 
-def finetune_config(corpus: Path, path: Path) -> Path:
+def finetune_config(corpus: Path, path: Path, pair: tuple[str, str]) -> Path:
     """A few steps of configs/finetune-libreoffice.toml's recipe on ``corpus``; no [model]:
     the architecture is train.init_from's."""
     path.write_text(
-        f'[data]\ncorpus = "{corpus}"\nmax_len = 48\n\n'
-        '[train]\nmax_tokens = 300\nschedule = "linear"\nlr_scale = 1e-3\nwarmup = 2\n'
-        "max_steps = 4\nthreads = 1\nlog_every = 1\ncheckpoint_every = 2\nvalid_every = 4\n"
+        f'[data]\ncorpus = "{corpus}"\nsrc_lang = "{pair[0]}"\ntgt_lang = "{pair[1]}"\n'
+        'max_len = 48\n\n[train]\nmax_tokens = 300\nschedule = "linear"\nlr_scale = 1e-3\n'
+        "warmup = 2\nmax_steps = 4\nthreads = 1\nlog_every = 1\ncheckpoint_every = 2\n"
+        "valid_every = 4\n"
     )
     return path
 
 
+def pair_corpus(directory: Path, pair: tuple[str, str]) -> Path:
+    """A few Ding pairs as a corpus of ``pair`` (argos_fixtures' stand-ins: French and
+    Spanish are German text)."""
+    ding = write_sample_corpus(directory / "ding", n_train=60, n_valid=10, n_test=10)
+    for split in ("train", "valid", "test"):
+        for lang in pair:
+            (directory / f"{split}.{lang}.gz").write_bytes(
+                (ding / f"{split}.{TEXT[lang]}.gz").read_bytes()
+            )
+    return directory
+
+
 @pytest.fixture(scope="module")
-def finetuned_package(argos_packages, tmp_path_factory) -> dict:
-    """The CLI chain: aiayn import the de -> en package (OpenNMT-py's pre-norm layout),
-    aiayn train with train.init_from on a few Ding pairs, aiayn export --format argos
-    --quantize int8."""
+def finetuned(argos_packages, tmp_path_factory) -> dict:
+    """Each package through the CLI chain: aiayn import, aiayn train with train.init_from on
+    a few Ding pairs, aiayn export --format argos --quantize int8 (by kind, run once)."""
     from aiayn.cli import main
 
-    root = tmp_path_factory.mktemp("argos-finetune")
-    ours, run, out = root / "imported", root / "run", root / "finetuned.argosmodel"
-    assert main(["import", str(argos_packages["prenorm"]), "--out", str(ours)]) == 0
-    corpus = write_sample_corpus(root / "corpus", n_train=60, n_valid=10, n_test=10)
-    config = finetune_config(corpus, root / "finetune.toml")
-    argv = ["train", str(config), "--out", str(run), "--set", f'train.init_from="{ours}"']
-    assert main(argv) == 0
-    argv = ["export", str(run / "model"), "--format", "argos", "--out", str(out)]
-    assert main(argv + ["--quantize", "int8"]) == 0
-    return {"imported": ours, "run": run, "package": out, "root": root}
+    done: dict[str, dict] = {}
+
+    def chain(kind: str) -> dict:
+        if kind not in done:
+            root = tmp_path_factory.mktemp(f"argos-finetune-{kind}")
+            ours, run, out = root / "imported", root / "run", root / "finetuned.argosmodel"
+            assert main(["import", str(argos_packages[kind]), "--out", str(ours)]) == 0
+            corpus = pair_corpus(root / "corpus", PAIRS[kind])
+            config = finetune_config(corpus, root / "finetune.toml", PAIRS[kind])
+            argv = ["train", str(config), "--out", str(run), "--set", f'train.init_from="{ours}"']
+            assert main(argv) == 0
+            argv = ["export", str(run / "model"), "--format", "argos", "--out", str(out)]
+            assert main(argv + ["--quantize", "int8"]) == 0
+            done[kind] = {"imported": ours, "run": run, "package": out}
+        return done[kind]
+
+    return chain
 
 
-def test_the_cli_chain_fine_tunes_the_package_and_exports_one(finetuned_package, tmp_path):
+@pytest.mark.parametrize("kind", ["prenorm", "marian", "bpe"])
+def test_the_cli_chain_fine_tunes_a_package_and_exports_one(finetuned, tmp_path, kind):
     from aiayn.interop.argos_package import read_package
     from aiayn.modeldir import ModelDir
 
-    ours, run = finetuned_package["imported"], finetuned_package["run"]
+    chain = finetuned(kind)
+    ours, run = chain["imported"], chain["run"]
     tuned = ModelDir(run / "model")
     assert tuned.config == ModelDir(ours).config.replace(dropout=tuned.config.dropout)
     assert type(tuned.tokenizer()).__name__ == "ArgosTokenizer"
-    for name in ("sentencepiece.model", "shared_vocabulary.json", "vocab_map.json"):
+    tokenizer_file = "bpe.model" if kind == "bpe" else "sentencepiece.model"
+    vocabularies = (
+        ["source_vocabulary.json", "target_vocabulary.json", "source_vocab_map.json"]
+        if kind == "bpe"
+        else ["shared_vocabulary.json"]
+    )
+    for name in [tokenizer_file, "vocab_map.json", "argos_tokenizer.json", *vocabularies]:
         assert (run / "model" / name).read_bytes() == (ours / name).read_bytes(), name
     before, after = (ModelDir(d).model().state_dict() for d in (ours, run / "model"))
     assert any(not torch.equal(before[k], after[k]) for k in before)  # it learned
-    package = read_package(finetuned_package["package"], tmp_path / "pk")
-    assert package.pair == ("de", "en")
-    assert (package.tokenizer, package.sentence_splitter) == ("sentencepiece", "spacy")
-    assert package.tokenizer_model.read_bytes() == (ours / "sentencepiece.model").read_bytes()
+    package = read_package(chain["package"], tmp_path / "pk")
+    assert package.pair == PAIRS[kind]
+    assert package.tokenizer == tokenizer_file.split(".")[0]
+    assert package.tokenizer_model.read_bytes() == (ours / tokenizer_file).read_bytes()
+    assert package.sentence_splitter == "spacy"
     ct2_config = json.loads((package.model_dir / "config.json").read_text())
-    assert (ct2_config["add_source_bos"], ct2_config["add_source_eos"]) == (False, False)
-    translator = ctranslate2.Translator(str(package.model_dir), compute_type="int8")
+    framing = (ct2_config["add_source_bos"], ct2_config["add_source_eos"])
+    assert framing == (False, kind == "marian")  # as the package framed its sources
     _, tok = load_model_and_tokenizer(run / "model")
-    results = translator.translate_batch([tok.pieces(t) for t in ding_lines("de", 4)])
+    start = ct2_config["decoder_start_token"]  # Marian's zeros moved: a token of their own
+    assert (start in tok.targets) == (kind != "marian")
+    translator = ctranslate2.Translator(str(package.model_dir), compute_type="int8")
+    results = translator.translate_batch(
+        [tok.pieces(t) for t in ding_lines(TEXT[PAIRS[kind][0]], 4)]
+    )
     assert all(r.hypotheses[0] for r in results)
 
 
 @pytest.mark.slow
 def test_argos_translate_installs_the_fine_tuned_package_and_translates_as_ctranslate2(
-    finetuned_package, tmp_path
+    finetuned, tmp_path
 ):
     """Argos Translate's own installer and translation (beam 4, length penalty 0.2, float32
     here) give what CTranslate2 gives on the package's model, read back by the tokenizer."""
     pytest.importorskip("argostranslate", reason="Argos Translate is the reference here")
     from aiayn.interop.argos_package import read_package
 
+    chain = finetuned("prenorm")
     texts = ding_lines("de", 8)
     view = argos_view(
-        tmp_path / "home", tmp_path / "packages", [finetuned_package["package"]], {"de-en": texts}
+        tmp_path / "home", tmp_path / "packages", [chain["package"]], {"de-en": texts}
     )
     [seen] = view["packages"]
     assert (seen["from_code"], seen["to_code"]) == ("de", "en")
     assert (seen["tokenizer"], seen["splitter"]) == ("SentencePieceTokenizer", "spacy")
-    package = read_package(finetuned_package["package"], tmp_path / "pk")
-    _, tok = load_model_and_tokenizer(finetuned_package["run"] / "model")
+    package = read_package(chain["package"], tmp_path / "pk")
+    _, tok = load_model_and_tokenizer(chain["run"] / "model")
     translator = ctranslate2.Translator(str(package.model_dir), compute_type="float32")
     results = translator.translate_batch(
         [tok.pieces(t) for t in texts], beam_size=4, length_penalty=0.2, replace_unknowns=True
