@@ -35,7 +35,7 @@ from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import UserError
 from aiayn.interop.ctranslate2 import rules as ct2
 from aiayn.interop.ctranslate2.conversion import STAMP, check_quantization, require_ctranslate2
-from aiayn.interop.hf_rules import Mapping, to_theirs
+from aiayn.interop.hf_rules import Mapping, no_counterpart, to_theirs
 from aiayn.model.layers import sinusoidal_table
 from aiayn.modeldir import ModelDir
 
@@ -101,13 +101,8 @@ def _state(model, config: ModelConfig) -> dict[str, Tensor]:
 def _spec(config: ModelConfig):
     from ctranslate2.specs import transformer_spec
 
-    if config.n_encoder_layers != config.n_decoder_layers:
-        raise UserError(
-            f"n_encoder_layers = {config.n_encoder_layers} and n_decoder_layers = "
-            f"{config.n_decoder_layers}: a CTranslate2 TransformerSpec has as many of each"
-        )
     spec = transformer_spec.TransformerSpec.from_config(
-        config.n_encoder_layers,
+        (config.n_encoder_layers, config.n_decoder_layers),
         config.n_heads,
         pre_norm=config.norm_first,
         activation=ACTIVATIONS[config.activation],
@@ -130,13 +125,43 @@ def _assign(spec, name: str, value: np.ndarray) -> None:
     setattr(node, leaf, value)
 
 
-def write_spec(model_dir: ModelDir | Path, out: Path, quantization: str | None = None) -> dict:
-    """Write the encoder-decoder in ``model_dir`` (with an Argos Translate package's
-    tokenizer) as the CTranslate2 model ``out`` (model.bin, config.json, vocabularies), int8
-    with ``quantization="int8"``. Returns the record also written to ``out/aiayn.json``."""
-    check_quantization(quantization)
-    ctranslate2 = require_ctranslate2()
-    directory, out = ModelDir.open(model_dir), Path(out)
+def _variables(state: dict[str, Tensor], config: ModelConfig, start: _Start, maps) -> dict:
+    """Their variables of our state: the table read backwards (cross-attention's fused
+    projection split as CTranslate2 keeps it: the query, then the key and value)."""
+    source_map, target_map = maps
+    table = ct2.rules(config.tie_embeddings, config.norm_first, config.pos_encoding == "learned")
+    theirs = to_theirs(state, Mapping(table, target_map, source=source_map), config)
+    for i in range(config.n_decoder_layers):
+        for kind in ("weight", "bias"):
+            fused = state[f"decoder.layers.{i}.cross_attn.in_proj.{kind}"]  # (3D, ...)
+            head = f"decoder/layer_{i}/attention"
+            theirs[f"{head}/linear_0/{kind}"] = fused[: config.d_model].contiguous()  # (D, ...)
+            theirs[f"{head}/linear_1/{kind}"] = fused[config.d_model :].contiguous()  # (2D, ...)
+    if start.added is not None:  # the learned start row: never produced
+        theirs["decoder/projection/bias"][-1] = float("-inf")
+    if config.pos_encoding == "sinusoidal":  # aiayn's sinusoid, stored as CTranslate2 reads it
+        table_rows = sinusoidal_table(config.max_len, config.d_model)  # (L, D)
+        for stack in ("encoder", "decoder"):
+            theirs[f"{stack}/position_encodings/encodings"] = table_rows
+    return theirs
+
+
+def _settings(config: ModelConfig, start: _Start, maps, source, target) -> dict:
+    """config.json's special tokens and source framing."""
+    source_map, target_map = maps
+    return {
+        "unk_token": target[target_map.specials[UNK]],
+        "bos_token": source[source_map.specials[BOS]] if config.source_bos else start.token,
+        "eos_token": target[target_map.specials[EOS]],
+        "decoder_start_token": start.token,
+        "add_source_bos": config.source_bos,
+        "add_source_eos": config.source_eos,
+        "layer_norm_epsilon": config.layer_norm_eps,
+    }
+
+
+def _checked(directory: ModelDir):
+    """The model directory's (config, tokenizer), where a TransformerSpec can hold it."""
     config, tok = directory.config, directory.tokenizer()
     where = str(directory.path)
     if config.family != "encoder-decoder":
@@ -148,51 +173,42 @@ def write_spec(model_dir: ModelDir | Path, out: Path, quantization: str | None =
             f"{where} holds {directory.quantization} weights; write the float model directory "
             "it was quantized from"
         )
-    model = directory.model()
-    state = _state(model, config)
+    try:
+        no_counterpart(config, "CTranslate2", embedding_layer_norm=False, n_token_types=0)
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None
+    return config, tok
+
+
+def write_spec(model_dir: ModelDir | Path, out: Path, quantization: str | None = None) -> dict:
+    """Write the encoder-decoder in ``model_dir`` (with an Argos Translate package's
+    tokenizer) as the CTranslate2 model ``out`` (model.bin, config.json, vocabularies), int8
+    with ``quantization="int8"``. Returns the record also written to ``out/aiayn.json``."""
+    check_quantization(quantization)
+    ctranslate2 = require_ctranslate2()
+    directory, out = ModelDir.open(model_dir), Path(out)
+    config, tok = _checked(directory)
+    state = _state(directory.model(), config)
     start = _Start(state, tok)
     source_map, target_map, source, target = start.maps(tok)
-    table = ct2.rules(config.tie_embeddings, config.norm_first, config.pos_encoding == "learned")
-    theirs = to_theirs(state, Mapping(table, target_map, source=source_map), config)
-    for i in range(config.n_decoder_layers):  # the query, then the key and value fused
-        for kind in ("weight", "bias"):
-            fused = state[f"decoder.layers.{i}.cross_attn.in_proj.{kind}"]  # (3D, ...)
-            head = f"decoder/layer_{i}/attention"
-            theirs[f"{head}/linear_0/{kind}"] = fused[: config.d_model].contiguous()
-            theirs[f"{head}/linear_1/{kind}"] = fused[config.d_model :].contiguous()
-    if start.added is not None:  # the learned start row: never produced
-        theirs["decoder/projection/bias"][-1] = float("-inf")
+    maps = (source_map, target_map)
     spec = _spec(config)
-    for name, tensor in theirs.items():
+    for name, tensor in _variables(state, config, start, maps).items():
         _assign(spec, name, tensor.numpy())
-    if config.pos_encoding == "sinusoidal":  # aiayn's sinusoid, stored as CTranslate2 reads it
-        table_rows = sinusoidal_table(config.max_len, config.d_model).numpy()
-        spec.encoder.position_encodings.encodings = table_rows
-        spec.decoder.position_encodings.encodings = table_rows
     # a tied tensor is one array: CTranslate2 stores it once (an alias)
     if config.tie_embeddings == "all":
         spec.decoder.embeddings.weight = spec.encoder.embeddings[0].weight
     if config.tie_embeddings != "none":
         spec.decoder.projection.weight = spec.decoder.embeddings.weight
     spec.decoder.start_from_zero_embedding = start.zero
-    source_bos = source[source_map.specials[BOS]] if config.source_bos else start.token
-    settings = {
-        "unk_token": target[target_map.specials[UNK]],
-        "bos_token": source_bos,
-        "eos_token": target[target_map.specials[EOS]],
-        "decoder_start_token": start.token,
-        "add_source_bos": config.source_bos,
-        "add_source_eos": config.source_eos,
-        "layer_norm_epsilon": config.layer_norm_eps,
-    }
-    for key, value in settings.items():
+    for key, value in _settings(config, start, maps, source, target).items():
         setattr(spec.config, key, value)
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)
     try:
         spec.validate()
     except ValueError as e:
-        raise UserError(f"{where}: CTranslate2 refuses the model ({e})") from None
+        raise UserError(f"{directory.path}: CTranslate2 refuses the model ({e})") from None
     spec.optimize(quantization=quantization)
     out.mkdir(parents=True, exist_ok=True)
     spec.save(str(out))
