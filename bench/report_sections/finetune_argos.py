@@ -52,11 +52,12 @@ def summary(record: Record) -> str:
     """The fine-tune's size and cost, in one sentence."""
     minutes = record.get("minutes", {})
     total = sum(minutes.values())
+    threads = f"{record['threads']} thread{'' if record['threads'] == 1 else 's'}"
     return (
         f"{record['sentences']:,} test sentences; {record['steps']:,} steps of at most "
         f"{record['max_tokens']:,} tokens (peak learning rate {record['lr_scale']:g}), "
-        f"{num(record['train_minutes'], 1)} minutes of training on {record['threads']} "
-        f"thread(s) in {record['precision']}; the whole loop {num(total, 1)} minutes wall clock "
+        f"{num(record['train_minutes'], 1)} minutes of training on {threads} in "
+        f"{record['precision']}; the whole loop {num(total, 1)} minutes wall clock "
         f"(validation perplexity {num(record['aiayn_evaluate']['before']['valid_ppl'], 1)} -> "
         f"{num(record['aiayn_evaluate']['after']['valid_ppl'], 1)})."
     )
