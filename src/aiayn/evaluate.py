@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import sacrebleu
 
@@ -28,13 +29,21 @@ def perplexity(mean_nll: float) -> float:
 
 
 def evaluate_translation(
-    model, tokenizer, data_config, split: str = "test", limit: int = 0, decoder=None, **search
+    model,
+    tokenizer,
+    data_config,
+    split: str = "test",
+    limit: int = 0,
+    decoder=None,
+    translate=None,
+    **search,
 ) -> tuple[dict, list[tuple[str, str]], list[str]]:
     """Translate ``split`` of the corpus; score it, and the validation perplexity.
 
     ``search`` takes translate()'s options: beam, lenpen, max_len_offset, early_stop;
-    ``decoder`` (default: ``model``) translates, e.g. a ``CTranslate2Engine``; the
-    perplexity is always ``model``'s.
+    ``decoder`` (default: ``model``) translates, e.g. a ``CTranslate2Engine``; ``translate``
+    (texts -> their translations), where given, translates instead (a translator's own, as an
+    Argos Translate package's, ``search`` then unused); the perplexity is always ``model``'s.
     Returns (scores, source/reference pairs, hypotheses).
     """
     from aiayn.data.parallel import encode_split, load_texts
@@ -47,7 +56,12 @@ def evaluate_translation(
         pairs = pairs[:limit]
     stats: dict = {}
     sources = [s for s, _ in pairs]
-    hyps = translate_best(decoder or model, tokenizer, sources, stats=stats, **search)
+    if translate is not None:
+        start = time.perf_counter()
+        hyps = translate(sources)
+        stats["sentences_per_s"] = len(sources) / max(time.perf_counter() - start, 1e-9)
+    else:
+        hyps = translate_best(decoder or model, tokenizer, sources, stats=stats, **search)
     scores = {"split": split, "sentences": len(pairs), **bleu_chrf(hyps, [t for _, t in pairs])}
     frame = model.config.source_frame
     valid = encode_split(data_config, tokenizer, "valid", filter_long=False, frame=frame)

@@ -64,3 +64,29 @@ def test_a_kept_span_is_not_cut_where_it_fits_whole():
         "Bitte {% trans 'Hallo!' %} lesen.",
         "x{{ a b }}y {{c}} z",
     ]
+
+
+def test_a_models_own_splitter_says_where_sentences_end():
+    """An Argos Translate package's splitter (here one that ends a sentence after "z.B." and
+    nowhere else) replaces aiayn's cuts; one whose sentences are not the line's words (it
+    cut inside a word) leaves aiayn's; a sentence still too long is cut where it fits."""
+    from aiayn.data.passages import sentence_ends
+
+    def after_zb(text: str) -> list[str]:
+        head, _, rest = text.partition("z.B. ")
+        return [head + "z.B.", rest] if rest else [text]
+
+    p = Passages(["Nimm z.B. das. Oder das."], fits=lambda t: True, split=after_zb)
+    assert p.texts == ["Nimm z.B.", "das. Oder das."]
+    p = Passages(["Nimm z.B. a b c d."], fits=lambda t: len(t.split()) <= 2, split=after_zb)
+    assert p.texts == ["Nimm z.B.", "a b", "c d."]
+    words = "Eins. Zwei drei.".split()
+    assert sentence_ends(words, ["Eins.", "Zwei drei."]) == [1]
+    assert sentence_ends(words, ["Ei", "ns. Zwei drei."]) is None
+    p = Passages(["Eins. Zwei drei."], fits=lambda t: True, split=lambda t: ["Ei", t[2:]])
+    assert p.texts == ["Eins.", "Zwei drei."]  # aiayn's own cuts
+
+
+def test_white_space_inside_a_translation_is_kept_its_line_breaks_made_spaces():
+    p = Passages(["Eins. Zwei."], fits=lambda t: True)
+    assert p.join(["a  b", "c\nd "]) == ["a  b c d"]

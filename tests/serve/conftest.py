@@ -14,6 +14,12 @@ from aiayn.data.tokenizer import CharTokenizer, Tokenizer
 from aiayn.fileio import write_json
 from aiayn.modeldir import save_model_dir
 from tests.conftest import REPO_ROOT
+from tests.interop.argos_fixtures import (  # noqa: F401 (the Argos Translate packages, built once)
+    argos_packages,
+    bpe_package,
+    marian_package,
+    prenorm_package,
+)
 
 
 def _ding_lines(n: int) -> list[str]:

@@ -346,6 +346,69 @@ def test_a_slow_request_times_out_with_504(model_dirs):
         assert r.status_code == 504 and "--timeout" in r.json()["error"]["message"]
 
 
+def test_requests_queued_behind_a_batch_that_times_out_are_served(model_dirs, caplog):
+    """--timeout counts a request's decoding, not its wait in the queue: the first request's
+    batch (held here, as a slow constrained search holds the decoder) gives it a 504 after
+    --timeout; the two queued behind it, which waited longer than --timeout by then, are
+    translated once the batch ends, and the first one's late result is dropped."""
+    timeout = 1.5
+    with make_client(model_dirs, timeout=timeout, batch_wait_ms=0, decoders=1) as client:
+        wait_ready(client)
+        registry = client.app.state.registry
+        served, queue = registry.models["de-en"], registry.queues["de-en"]
+        want = [t.hypotheses[0].text for t in served.translate(SENTENCES[:2], scores=False)]
+        gate = Gate(served)
+        with ThreadPoolExecutor(3) as pool:
+            slow = pool.submit(client.post, "/v1/translate", json={"text": SENTENCES[3]})
+            assert gate.started.wait(20)
+            queued_at = time.monotonic()
+            behind = [pool.submit(client.post, "/v1/translate", json={"text": t}) for t in SENTENCES[:2]]  # fmt: skip
+            while queue.depth < 2:
+                time.sleep(0.01)
+            assert slow.result(60).status_code == 504
+            assert "--timeout" in slow.result().json()["error"]["message"]
+            while time.monotonic() - queued_at < timeout + 0.5:  # over --timeout in the queue
+                time.sleep(0.05)
+            assert not any(b.done() for b in behind)
+            gate.open.set()
+            answers = [b.result(60) for b in behind]
+        assert [a.status_code for a in answers] == [200, 200], answers[0].text
+        assert [a.json()["translations"][0]["text"] for a in answers] == want
+        deadline = time.monotonic() + 30
+        while queue.outstanding and time.monotonic() < deadline:  # the slow batch's answer
+            time.sleep(0.01)
+        assert queue.outstanding == 0 and queue.depth == 0
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+def test_a_stream_queued_behind_a_slow_completion_is_not_cut(model_dirs):
+    """A streamed completion's --timeout (between two tokens) starts when it begins to
+    generate: queued behind a completion held past --timeout, it streams to its end."""
+    timeout = 1.0
+    body = {"prompt": "the", "max_tokens": 5, "temperature": 0}
+    with make_client(model_dirs, timeout=timeout, decoders=1) as client:
+        wait_ready(client)
+        gate = Gate(client.app.state.registry.models["lm"], "complete")
+        with ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(client.post, "/v1/completions", json=body)
+            assert gate.started.wait(20)
+
+            def stream() -> str:
+                with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as s:
+                    return "".join(s.iter_text())
+
+            streamed = pool.submit(stream)
+            queue = client.app.state.registry.queues["lm"]
+            while queue.depth < 1:
+                time.sleep(0.01)
+            assert slow.result(60).status_code == 504
+            time.sleep(timeout)  # the stream has waited over --timeout in the queue
+            gate.open.set()
+            events = streamed.result(60)
+    assert "--timeout" not in events and events.endswith("data: [DONE]\n\n"), events
+    assert '"finish_reason": "length"' in events
+
+
 def test_health_is_503_while_loading(model_dirs, monkeypatch):
     from aiayn.serve import registry
 

@@ -77,6 +77,40 @@ def test_a_full_queue_refuses_and_a_cancelled_job_is_skipped():
     assert ran == ["first"]
 
 
+def test_a_job_given_up_leaves_the_queue_at_once_and_a_running_one_is_answered():
+    """``cancel`` takes a waiting job out of the queue now (not when a worker reaches it: a
+    full queue has room again); a job whose batch runs is answered all the same, and its
+    ``started_at`` says when its batch began."""
+    release, ran = threading.Event(), []
+
+    def held(items):
+        assert release.wait(30)
+        ran.extend(items)
+        return items
+
+    queue = BatchQueue("m", max_pending=1, max_wait=0)
+
+    async def main():
+        running, first = queue.submit(["first"], held)
+        while queue.depth:  # the worker holds the first job
+            await asyncio.sleep(0.01)
+        waiting, second = queue.submit(["second"], held)
+        assert waiting.started_at is None and queue.outstanding == 2
+        queue.cancel(waiting)
+        assert queue.depth == 0 and queue.outstanding == 1 and second.cancelled()
+        _, third = queue.submit(["third"], held)  # room for it now
+        queue.cancel(running)
+        release.set()
+        return running, await first, await third
+
+    try:
+        running, first, third = asyncio.run(main())
+    finally:
+        queue.close(timeout=10)
+    assert (first, third) == (["first"], ["third"]) and ran == ["first", "third"]
+    assert running.queued_at <= running.started_at
+
+
 def _timed_queue(max_wait, hold=0.0, workers=1):
     """A queue whose run records [start time, items, end time] and holds each call ``hold``
     seconds (a list: the first calls hold its seconds in turn, the later ones its last)."""

@@ -4,9 +4,11 @@ messages), a document's paragraphs translated as ``/translate`` translates them,
 uploads answered 4xx with a message, a bounded store whose files expire, names outside it
 refused, and a server that answers others while a document translates."""
 
+import logging
 import socket
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -290,6 +292,90 @@ def test_the_store_keeps_to_its_size_the_oldest_going_first(model_dirs, tmp_path
         assert download(c, answers[0]).status_code == 404
         assert download(c, answers[-1]).status_code == 200
     assert folder.is_dir() and list(folder.iterdir()) == []  # a given folder stays, emptied
+
+
+def download_race(model_dirs, caplog, rounds: int, how: str, clients: int = 8) -> Counter:
+    """``clients`` clients download one translated file over and over until it is gone
+    (``how``: it expires, or an upload evicts it from a full store), ``rounds`` times on a
+    real server: what they got (200 with the whole file, 404, anything else), and the
+    tracebacks the server logged."""
+    import httpx2 as httpx
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+
+    text = ("Hallo Welt, das ist ein Test.\n" * 20).encode()
+    with make_client(translators_only(model_dirs)) as c:  # the whole translated file
+        wait_ready(c)
+        whole = download(c, post(c, "t.txt", text)).content
+    if how == "expiry":
+        limits = dict(file_expiry=0.4)
+    else:  # room for one file and a half: each upload removes the one before
+        limits = dict(file_expiry=600, files_store_bytes=len(whole) * 3 // 2)
+    config = ServeConfig(timeout=120, **limits)
+    app = create_app([ModelSpec(model_dirs["translator"], "de-en")], config, background=False)
+    got: Counter = Counter()
+    with caplog.at_level(logging.WARNING), live_server(app) as port:
+        base = f"http://127.0.0.1:{port}"
+
+        def upload(http) -> str:
+            form = {"source": "de", "target": "en"}
+            response = http.post(
+                f"{base}/translate_file", data=form, files={"file": ("t.txt", text)}
+            )
+            assert response.status_code == 200, response.text
+            return response.json()["translatedFileUrl"]
+
+        def fetch(url: str, started: threading.Barrier) -> None:
+            with httpx.Client(timeout=60) as http:
+                started.wait(60)
+                while True:
+                    try:
+                        response = http.get(url)
+                    except httpx.HTTPError as e:  # the answer cut short (or no answer)
+                        got[f"cut: {type(e).__name__}"] += 1
+                        continue
+                    if response.status_code == 404:
+                        got[404] += 1
+                        return
+                    ok = response.status_code == 200 and response.content == whole
+                    got[200 if ok else f"{response.status_code} {response.text[:80]}"] += 1
+
+        with httpx.Client(timeout=60) as http:
+            for _ in range(rounds):
+                url = upload(http)
+                started = threading.Barrier(clients + 1)
+                threads = [
+                    threading.Thread(target=fetch, args=(url, started)) for _ in range(clients)
+                ]
+                for thread in threads:
+                    thread.start()
+                started.wait(60)
+                if how == "eviction":
+                    upload(http)  # takes the first file's place
+                for thread in threads:
+                    thread.join(120)
+    got["tracebacks"] = len([r for r in caplog.records if r.exc_info])
+    return got
+
+
+@pytest.mark.parametrize("how", ["expiry", "eviction"])
+def test_a_file_removed_while_clients_download_it_is_whole_or_404(model_dirs, caplog, how):
+    """A download opens the stored file once and sends it from that handle: a file that
+    expires or is evicted while 8 clients download it gives each the whole file or a 404,
+    never a 500 or an answer cut short."""
+    got = download_race(model_dirs, caplog, rounds=6, how=how)
+    assert set(got) <= {200, 404, "tracebacks"} and got["tracebacks"] == 0, got
+    assert got[404] == 6 * 8  # every client saw the file go
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["expiry", "eviction"])
+def test_fifty_rounds_of_the_download_race(model_dirs, caplog, how):
+    got = download_race(model_dirs, caplog, rounds=50, how=how)
+    print(how, dict(got))  # pytest -s shows the counts
+    assert set(got) <= {200, 404, "tracebacks"} and got["tracebacks"] == 0, got
 
 
 def test_the_store_answers_while_a_file_is_written(tmp_path, monkeypatch):

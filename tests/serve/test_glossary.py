@@ -3,6 +3,7 @@ LibreTranslate's ``/translate`` (an extension) and ``/v1/translate``; bad ones a
 naming the field."""
 
 import json
+import uuid
 
 import pytest
 
@@ -62,7 +63,7 @@ def test_a_requests_terms_join_the_servers_off_the_event_loop(client, monkeypatc
         ("/translate", {"q": TEXTS[1], "source": "de", "target": "en"}),
         ("/v1/translate", {"text": TEXTS[1]}),  # aiayn's route: the model has the languages
     ):
-        body["glossary"] = {path: "x"}
+        body["glossary"] = {uuid.uuid4().hex: "x"}  # terms not made before (none cached)
         r = client.post(path, json=body)
         assert r.status_code == 200, r.text
     assert made_in_loop == [False, False]
@@ -111,6 +112,7 @@ def test_a_form_body_carries_the_glossary_as_json(client):
         ({"Haus": 3}, "glossary"),
         ("[1, 2]", "glossary"),
         ({f"t{i}": "x" for i in range(1001)}, "glossary"),
+        ({f"t{i}": "x" * 200 for i in range(500)}, "characters of terms"),  # 102,000 in all
     ],
     ids=str,
 )
@@ -292,3 +294,115 @@ def test_v1_translate_names_what_a_translation_lacks(client):
     assert t["unmet"] == [long] and long not in t["text"]
     r = client.post("/v1/translate", json={"text": TEXTS[0], "beam": 2})
     assert r.json()["translations"][0]["unmet"] == []
+
+
+def glossary_of(chars: int, seed: int, term_chars: int = 470) -> dict[str, str]:
+    """Terms of random words, about ``chars`` characters in all (source and target terms of
+    about ``term_chars`` each), none like another glossary's of another ``seed``."""
+    import random
+    import string
+
+    rng = random.Random(seed)
+
+    def term() -> str:
+        words = []
+        while sum(len(w) + 1 for w in words) < term_chars:
+            words.append("".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))))
+        return " ".join(words)[:term_chars].strip()
+
+    terms: dict[str, str] = {}
+    while sum(len(s) + len(t) for s, t in terms.items()) + 2 * term_chars + 8 < chars:
+        terms[f"{seed}.{len(terms)} {term()}"] = term()
+    return terms
+
+
+def health_while(port: int, bodies: list[bytes], every: float = 0.05) -> tuple[list, list]:
+    """The seconds each ``/health`` took while ``bodies`` were posted to ``/translate`` at
+    once (a probe sent every ``every`` seconds on a connection of its own, whether the ones
+    before were answered or not, at least one, until every post is answered), and the posts'
+    answers."""
+    import http.client
+    import threading
+    import time
+
+    answers: list = []
+    seconds: list = []
+
+    def send(body: bytes) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        answers.append((response.status, json.loads(response.read())))
+
+    def probe() -> None:
+        start = time.perf_counter()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        seconds.append(time.perf_counter() - start)
+
+    posts = [threading.Thread(target=send, args=(body,)) for body in bodies]
+    for post in posts:
+        post.start()
+    probes: list = []
+    while not probes or any(post.is_alive() for post in posts):
+        probes.append(threading.Thread(target=probe))
+        probes[-1].start()
+        time.sleep(every)
+    for thread in posts + probes:
+        thread.join(120)
+    assert len(seconds) == len(probes) and len(answers) == len(bodies)
+    return seconds, answers
+
+
+def test_health_answers_while_requests_glossaries_are_made(model_dirs):
+    """A request's glossary is compiled off the event loop (and its size bounded): /health
+    answers within 0.1 s while four requests bring a 900 KB glossary each (refused: over
+    100,000 characters), and while four bring glossaries at the limit, each compiled in about a
+    fifth of a second, one at a time in a thread. Measured as the median of the probes: on a
+    2-core host shared with other work, any one probe may wait tens of milliseconds for a core
+    (or for the interpreter's lock, which the compiling thread holds 5 ms at a time); on the
+    event loop, a compile held every probe for the rest of it."""
+    import statistics
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.config import ServeConfig
+    from aiayn.serve.models import ModelSpec
+    from aiayn.serve.schemas import MAX_GLOSSARY_CHARS
+    from tests.serve.conftest import live_server
+
+    def body(glossary: dict) -> bytes:
+        return json.dumps(
+            {"q": TEXTS[1], "source": "de", "target": "en", "glossary": glossary}
+        ).encode()
+
+    huge = [body(glossary_of(900_000, seed)) for seed in range(4)]
+    assert all(850_000 < len(b) < 1_000_000 for b in huge)
+    fits = [body(glossary_of(MAX_GLOSSARY_CHARS, seed)) for seed in range(4, 8)]
+    app = create_app(
+        [ModelSpec(model_dirs["translator"], "de-en")], ServeConfig(), background=False
+    )
+    with live_server(app) as port:
+        refused, answers = health_while(port, huge)
+        print("refused:", refused)  # pytest -s shows them
+        assert statistics.median(refused) < 0.1, refused
+        assert [status for status, _ in answers] == [400] * 4, answers[0]
+        assert f"at most {MAX_GLOSSARY_CHARS}" in answers[0][1]["error"]
+        made, answers = health_while(port, fits)
+        print("made:", made)
+        assert statistics.median(made) < 0.1 and len(made) >= 5, made
+        assert [status for status, _ in answers] == [200] * 4, answers[0]
+
+
+def test_terms_are_kept_by_their_tables_content_and_the_cache_is_bounded():
+    from aiayn.serve.terminology import TermsCache
+
+    cache = TermsCache(entries=2, chars=40)
+    first = cache.terms({"Haus": "house", "Baum": "tree"})
+    assert cache.terms({"Baum": "tree", "Haus": "house"}) is first  # the same terms, in any order
+    assert cache.terms({"Haus": "home", "Baum": "tree"}) is not first  # another target
+    cache.terms({"Tür": "door"})  # a third: the least recently used goes
+    assert len(cache) == 2
+    assert cache.terms({"Haus": "house", "Baum": "tree"}) is not first
+    big = cache.terms({"x" * 30: "y" * 30})  # over the characters alone: kept, the others go
+    assert len(cache) == 1 and cache.terms({"x" * 30: "y" * 30}) is big

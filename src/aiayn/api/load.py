@@ -89,9 +89,18 @@ def load(
     decoder of its own of ``torch.get_num_threads()`` threads (set that to the cores over
     ``decoders``, as ``aiayn serve`` does); the torch model is shared by any number. Bad
     directories are ``UserError``s naming the file.
+
+    ``path`` may also be another toolkit's translation model, served as it is
+    (``load_foreign``): an Argos Translate package (``.argosmodel``, or a package folder as
+    Argos Translate installs it) or a CTranslate2 model directory.
     """
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise OptionError(f"decoders must be an integer >= 1, got {decoders!r}", "decoders")
+    if isinstance(path, str | Path) and foreign(path):
+        return load_foreign(
+            path, quantize=quantize, device=device, dtype=dtype, engine=engine,
+            cache_dir=cache_dir, decoders=decoders,
+        )  # fmt: skip
     if not isinstance(path, str | Path | ModelDir):  # several translators: an ensemble
         members = [ModelDir.open(p) for p in path]
         for member in members:
@@ -122,6 +131,57 @@ def load(
     )
 
 
+def foreign(path: str | Path) -> bool:
+    """Whether ``path`` holds another toolkit's model (``aiayn.interop.foreign``): an Argos
+    Translate package or a CTranslate2 model directory."""
+    from aiayn.interop.foreign import foreign_kind
+
+    return foreign_kind(path) is not None
+
+
+def load_foreign(
+    path: str | Path,
+    *,
+    quantize: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
+    engine: str = "auto",
+    cache_dir: str | Path | None = None,
+    decoders: int = 1,
+    languages: tuple[str, str] | None = None,
+) -> Translator:
+    """The Argos Translate package or CTranslate2 model at ``path`` as a translator: under
+    engine "auto" (where CTranslate2 is installed) or "ctranslate2" a ``PackageTranslator``
+    (CTranslate2 on the model as it is, with Argos Translate's settings; aiayn's import of it,
+    kept in ``cache_dir``, for what only aiayn's model does: ``aiayn.api.package``); under
+    "torch" (or "auto" without CTranslate2) aiayn's import alone, an ordinary ``Translator``
+    (which ``quantize`` then applies to). ``languages``: a CTranslate2 model's pair."""
+    import importlib.util
+
+    from aiayn.api.package import PackageTranslator
+    from aiayn.interop.foreign import open_foreign
+
+    if engine not in ENGINES:
+        raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if engine == "auto":  # CTranslate2 alone (nothing is converted: no converter needed)
+        installed = importlib.util.find_spec("ctranslate2") is not None
+        engine = "ctranslate2" if installed else "torch"
+    if engine == "torch":
+        imported = open_foreign(path, cache_dir, languages).imported(cache_dir)
+        return Translator.from_dir(imported, quantize=quantize, device=device, dtype=dtype)
+    if quantize is not None:
+        raise OptionError(
+            f"quantize: {path} is decoded by CTranslate2 in the type its weights were saved "
+            "in (int8 where they are); quantize applies to aiayn's import of it (engine torch)",
+            "quantize",
+            "engine",
+        )
+    return PackageTranslator.open(
+        path, device=device, dtype=dtype, cache_dir=cache_dir, decoders=decoders,
+        languages=languages,
+    )  # fmt: skip
+
+
 def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
     """``engine`` is one of ``ENGINES``, and one the model's family decodes with."""
     if engine not in ENGINES:
@@ -146,6 +206,16 @@ def load_for(
     """``load`` for a command (translate, evaluate, attention, generate, embed, classify):
     a directory of another family is a ``UserError`` naming the commands it fits."""
     want = COMMAND_FAMILIES[command]
+    if foreign(path):
+        if want != "encoder-decoder":
+            raise UserError(
+                f"{path} holds a translation model of another toolkit (an Argos Translate "
+                f"package or a CTranslate2 model); {command} needs a{'n' if want[0] in 'aeiou' else ''} "
+                f"{want} model (it fits: aiayn {FITS['encoder-decoder']})"
+            )
+        return load_foreign(
+            path, quantize=quantize, device=device, dtype=dtype, engine=engine, cache_dir=cache_dir
+        )
     directory = ModelDir(path)
     config = directory.config
     have = kind(config)

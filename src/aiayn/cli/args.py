@@ -65,16 +65,22 @@ def add_stdin_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--beam", type=int_range(1), default=1, help="beam size (1 = greedy; the paper: 4)"
+        "--beam",
+        type=int_range(1),
+        help="beam size (1 = greedy; the paper: 4); default 1, for an Argos Translate package "
+        "Argos Translate's max(N, 4) (N: --nbest)",
     )
     p.add_argument(
-        "--lenpen", type=float_range(0.0), default=0.6, help="length penalty alpha >= 0 (§6.1)"
+        "--lenpen",
+        type=float_range(0.0),
+        help="length penalty alpha >= 0 (§6.1); default 0.6, for an Argos Translate package "
+        "Argos Translate's 0.2 (CTranslate2's penalty, log P / |Y|**alpha)",
     )
     p.add_argument(
         "--max-len-offset",
         type=int_range(0),
-        default=50,
-        help="max output length = source length + N (N >= 0)",
+        help="max output length = source length + N (N >= 0); default 50, for an Argos "
+        "Translate package none (up to 256 tokens, as Argos Translate decodes)",
     )
     p.add_argument(
         "--early-stop",
@@ -136,7 +142,9 @@ def add_engine_argument(p: argparse.ArgumentParser) -> None:
         "--cache-dir",
         help="where the ctranslate2 engine caches its conversion (default: $AIAYN_CACHE_DIR, "
         "else MODEL/.ctranslate2, else, where MODEL cannot be written, "
-        "$XDG_CACHE_HOME/aiayn/ctranslate2)",
+        "$XDG_CACHE_HOME/aiayn/ctranslate2), and, under argos/, where an Argos Translate "
+        "package is extracted and imported (default: $AIAYN_CACHE_DIR/argos, else "
+        "$XDG_CACHE_HOME/aiayn/argos)",
     )
 
 
@@ -164,13 +172,14 @@ def load_translator(command: str, args: argparse.Namespace):
     )
 
 
+SEARCH_DEFAULTS = {"beam": 1, "lenpen": 0.6, "max_len_offset": 50}  # Translator.translate's
+
+
 def search_options(args: argparse.Namespace) -> dict:
-    return dict(
-        beam=args.beam,
-        lenpen=args.lenpen,
-        max_len_offset=args.max_len_offset,
-        early_stop=args.early_stop,
-    )
+    """The search flags given (``add_search_arguments``); one not given is left out, so that
+    the translator's own default applies (an Argos Translate package's are Argos's)."""
+    given = dict(beam=args.beam, lenpen=args.lenpen, max_len_offset=args.max_len_offset)
+    return {**{k: v for k, v in given.items() if v is not None}, "early_stop": args.early_stop}
 
 
 def file_lines(path: str, what: str) -> Iterator[str]:

@@ -17,7 +17,28 @@ def add_serve(sub) -> None:
     from aiayn.serve.config import ServeConfig
 
     p = sub.add_parser("serve", help="serve models over HTTP (LibreTranslate and OpenAI APIs)")
-    p.add_argument("model_dir", nargs="+", help="model directories to serve")
+    p.add_argument(
+        "model_dir",
+        nargs="*",
+        help="model directories to serve: aiayn's, Argos Translate packages (.argosmodel or "
+        "an installed package folder) or CTranslate2 model directories; none: the Argos "
+        "Translate packages installed (--argos-packages' default)",
+    )
+    p.add_argument(
+        "--argos-packages",
+        metavar="DIR",
+        help="serve every translation package of this Argos Translate packages directory too "
+        "(one model a pair, loaded on first use; pairs between them pivot); by default, "
+        "where no model directory is given: Argos Translate's own ($ARGOS_PACKAGES_DIR, else "
+        "~/.local/share/argos-translate/packages), where LibreTranslate installs them",
+    )
+    p.add_argument(
+        "--load-only",
+        type=lambda text: [c.strip() for c in text.split(",") if c.strip()],
+        metavar="CODES",
+        help="with --argos-packages: only the packages between these languages (comma "
+        "separated, e.g. en,de,fr), as LibreTranslate's --load-only",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int_range(0, 65535), default=8000)
     p.add_argument("--name", action="append", help="name of each model, in order (default: dir)")
@@ -221,5 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         ensemble=args.ensemble,
         device=args.device,
         dtype=args.dtype,
+        argos_packages=args.argos_packages,
+        load_only=args.load_only,
     )
     run_server(specs, config, args.host, args.port, access=access, frontend=frontend)

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 from aiayn.cli.args import (
+    SEARCH_DEFAULTS,
     add_device_arguments,
     add_engine_argument,
     add_quantize_argument,
@@ -187,7 +188,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
     from aiayn.infer.translate import produced_tokens
 
     options = {**search_options(args), "nbest": args.nbest, "sampling": _sampling_option(args)}
-    check_translate(**options)
+    defaults = {**SEARCH_DEFAULTS, "beam": max(args.nbest, 1) if options["sampling"] is None else 1}
+    check_translate(**{**defaults, **options})
     check_placement(args)
     terms = terminology_options(args)
     if args.file or args.out:
@@ -344,7 +346,11 @@ def add_evaluate(sub) -> None:
     p.add_argument("model_dir")
     p.add_argument("--split", default="test")
     p.add_argument("--corpus", help="corpus directory (default: the one the model was trained on)")
-    p.add_argument("--output", help="where to write the hypotheses")
+    p.add_argument(
+        "--output",
+        help="where to write the hypotheses (default: MODEL/SPLIT.hyp.txt; for an Argos "
+        "Translate package or a CTranslate2 model, NAME.SPLIT.hyp.txt here)",
+    )
     p.add_argument(
         "--limit", type=int_range(0), default=0, help="only the first N sentences (0 = all)"
     )
@@ -371,30 +377,37 @@ def _scored_weights(args: argparse.Namespace) -> dict:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from aiayn.api.package import PackageTranslator
     from aiayn.config import DataConfig
     from aiayn.evaluate import evaluate_translation
 
     check_placement(args)
     translator = load_translator("evaluate", args)
-    model, tokenizer = translator.model, translator.tokenizer
     data = translator.run.get("data", {})
     config = DataConfig(
         corpus=args.corpus or data.get("corpus", "data/ding-de-en"),
         src_lang=data.get("src_lang", "de"),
         tgt_lang=data.get("tgt_lang", "en"),
     )
+    search = search_options(args)
+    package = isinstance(translator, PackageTranslator)  # its own search; its import's perplexity
+
+    def own(texts: list[str]) -> list[str]:
+        return [t.text for t in translator.translate(texts, **search)]
+
+    model, tokenizer = translator.model, translator.tokenizer
     scores, pairs, hyps = evaluate_translation(
-        model,
-        tokenizer,
-        config,
-        args.split,
-        args.limit,
-        translator.decoder,
-        **search_options(args),
-    )
-    out = Path(args.output or Path(args.model_dir) / f"{args.split}.hyp.txt")
+        model, tokenizer, config, args.split, args.limit,
+        None if package else translator.decoder, own if package else None, **search,
+    )  # fmt: skip
+    if args.output:
+        out = Path(args.output)
+    elif package:  # here, not into its archive or Argos Translate's folder
+        out = Path(f"{Path(args.model_dir).stem}.{args.split}.hyp.txt")
+    else:
+        out = Path(args.model_dir) / f"{args.split}.hyp.txt"
     write_text(out, "".join(h + "\n" for h in hyps))
-    described = {"model": args.model_dir, **_scored_weights(args)}
+    described = {"model": args.model_dir, **({} if package else _scored_weights(args))}
     print(json.dumps({**described, **scores, "hypotheses": str(out)}, indent=2))
     for (src, ref), hyp in list(zip(pairs, hyps, strict=True))[: args.samples]:
         print(f"\n  source:     {src}\n  reference:  {ref}\n  hypothesis: {hyp}")

@@ -496,9 +496,22 @@ class ArgosTokenizer:
             n = len(self.target_prefix_ids)
             if n and seq[:n] == self.target_prefix_ids:
                 seq = seq[n:]
-            text = self.cutter.decode(self.target_pieces(seq))
-            out.append(text[1:] if text.startswith(" ") else text)
+            out.append(self.decode_pieces(self.target_pieces(seq)))
         return out
+
+    def decode_pieces(self, pieces: list[str]) -> str:
+        """The text of target ``pieces`` (as CTranslate2 returns them), as Argos Translate
+        reads it: a leading target prefix and one leading space dropped."""
+        pieces = list(pieces)
+        if self.target_prefix and pieces[:1] == [self.target_prefix]:
+            pieces = pieces[1:]
+        text = self.cutter.decode(pieces)
+        return text[1:] if text.startswith(" ") else text
+
+    def target_text_pieces(self, text: str) -> list[str]:
+        """The target pieces of ``text`` (a translation's beginning: a prefix), as the model
+        writes them."""
+        return self._cut([text], self.cutter.target)[0]
 
     @property
     def folds_case(self) -> bool:

@@ -22,9 +22,12 @@ class Passages:
     a passage with a word (``translatable``) cut into sentences that each ``fits`` the model
     (a sentence that does not is cut again at its last word that fits); other lines (blank,
     an emoji, a number) are kept as they are; a span ``keep`` matches (regular expressions:
-    ``{% trans 'Hallo!' %}``) is not cut where another cut may be made. ``first[i]``: whether sentence i
-    begins its passage; ``passage[i]``: the index of its passage. ``join`` gives the passages
-    back from the sentences' translations."""
+    ``{% trans 'Hallo!' %}``) is not cut where another cut may be made. ``split``: the
+    model's own sentence splitter (a line -> its sentences, e.g. the one an Argos Translate
+    package carries), which then says where a line's sentences end (where its sentences are
+    not made of the line's words, as cut at white space, aiayn's own cuts are made instead).
+    ``first[i]``: whether sentence i begins its passage; ``passage[i]``: the index of its
+    passage. ``join`` gives the passages back from the sentences' translations."""
 
     def __init__(
         self,
@@ -32,6 +35,7 @@ class Passages:
         fits: Callable[[str], bool],
         translatable: Callable[[str], bool] = lambda line: True,
         keep: Sequence[str] | None = None,
+        split: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.texts: list[str] = []
         self.first: list[bool] = []
@@ -53,7 +57,9 @@ class Passages:
                 if not ends and fits(" ".join(words)):
                     ranges = [(0, len(words))]  # one sentence (most texts): pieces' answer
                 else:
-                    ranges = pieces(words, fits, kept_joins(words, keep) if keep else frozenset())
+                    glued = kept_joins(words, keep) if keep else frozenset()
+                    ends = sentence_ends(words, split(body)) if split is not None else None
+                    ranges = pieces(words, fits, glued, ends)
                 self.first.extend(not begun and k == 0 for k in range(len(ranges)))
                 self.passage.extend([index] * len(ranges))
                 begun = True
@@ -63,7 +69,9 @@ class Passages:
 
     def join(self, translations: Sequence[str]) -> list[str]:
         """The passages with each sentence replaced by its translation (``translations[i]``
-        for ``texts[i]``): a line's sentences joined by single spaces, between the line's own
+        for ``texts[i]``): a line's sentences joined by single spaces (each translation
+        without white space at its ends, its line breaks made spaces: a line stays one line;
+        the white space inside it kept, as Argos Translate keeps it), between the line's own
         leading and trailing white space."""
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
@@ -72,8 +80,8 @@ class Passages:
         for plan in self._plans:
             parts = []
             for before, n, after in plan:
-                words = " ".join(next(done) for _ in range(n)).split()
-                parts.append(before + " ".join(words) + after)
+                sentences = (" ".join(next(done).splitlines()).strip() for _ in range(n))
+                parts.append(before + " ".join(s for s in sentences if s) + after)
             out.append("".join(parts))
         return out
 
@@ -85,3 +93,18 @@ def edges(text: str) -> tuple[str, str, str]:
     rest = text.lstrip()
     body = rest.rstrip()
     return text[: len(text) - len(rest)], body, rest[len(body) :]
+
+
+def sentence_ends(words: Sequence[str], sentences: Sequence[str]) -> list[int] | None:
+    """Where ``sentences`` (a splitter's, of the text of ``words``) end among ``words`` (``i``:
+    after word ``i - 1``), or None where they are not made of whole words, in order."""
+    ends, at = [], 0
+    for sentence in sentences:
+        mine = sentence.split()
+        if not mine:
+            continue
+        if list(words[at : at + len(mine)]) != mine:
+            return None
+        at += len(mine)
+        ends.append(at)
+    return ends[:-1] if at == len(words) else None

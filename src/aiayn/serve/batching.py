@@ -8,6 +8,10 @@ and cut. With several workers (``workers``: a model with as many decoders) one b
 a time, while the others decode: the next batch gathers the requests that arrive meanwhile,
 and a worker's decoding never waits for another's.
 
+A job's ``started_at`` is set when a worker takes it into a batch (what a request's timeout
+counts from: ``Registry.run``). A job given up (``cancel``: timed out, or its client gone)
+leaves the queue at once if it still waits there; a batch already running goes on.
+
 Waiting for company: a batch waits for more jobs until its oldest job has been queued
 ``max_wait`` seconds (so a job that already waited behind a running batch starts with what has
 come meanwhile, at once), and only while jobs have lately been arriving less than ``max_wait``
@@ -81,6 +85,7 @@ class Job:
     loop: asyncio.AbstractEventLoop
     cancelled: bool = False
     queued_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None  # time.monotonic() when a worker took it into a batch
 
 
 def _resolve(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
@@ -158,6 +163,19 @@ class BatchQueue:
             self._mean_gap += GAP_WEIGHT * (gap - self._mean_gap)
             self._cond.notify()
         return job, job.future
+
+    def cancel(self, job: Job) -> None:
+        """Give ``job`` up (on its event loop): out of the queue now if it waits there (its
+        future cancelled: it never runs); if its batch runs, the batch goes on and its
+        future gets its share, for the caller to drop."""
+        with self._cond:
+            job.cancelled = True
+            try:
+                self._pending.remove(job)
+            except ValueError:  # taken into a batch (or answered) already
+                return
+            self._drop(job)
+        job.future.cancel()
 
     def close(self, timeout: float | None = None) -> None:
         """Take no new jobs; the workers finish those queued, then stop (``timeout``: the
@@ -245,6 +263,8 @@ class BatchQueue:
         while (batch := self._next()) is not None:
             items = [item for job in batch for item in job.items]
             start, started = time.perf_counter(), time.monotonic()
+            for job in batch:
+                job.started_at = started
             try:
                 results, error = batch[0].run(items), None
                 if len(results) != len(items):

@@ -43,10 +43,10 @@ class ServeConfig:
     max_new_tokens: int = 512  # largest max_tokens of a completion, max_len_offset of a translation
     max_beam: int = 8  # largest beam size
     queue_size: int = 256  # requests waiting per model (503 with Retry-After above)
-    timeout: float = 60.0  # seconds a request may wait and run (504 after)
+    timeout: float = 60.0  # seconds a request may decode, from its batch's start (504 after)
     batch_wait_ms: float = 2.0  # how long a batch waits for more requests
     max_batch: int = 64  # texts per batched decode
-    beam: int = 1  # beam size of LibreTranslate's /translate (greedy by default)
+    beam: int = 0  # beam size of LibreTranslate's /translate (0: each model's own search)
     disable_files_translation: bool = False  # /translate_file answers 403
     max_file_chars: int = 200_000  # characters of text in one document (400 above)
     file_expiry: float = 1800.0  # seconds a translated file stays downloadable
@@ -71,10 +71,14 @@ class ServeConfig:
             "translation",
             "max_beam": "largest beam size a request may ask for",
             "queue_size": "requests waiting per model (503 with Retry-After above)",
-            "timeout": "seconds a request may wait and run (504 after)",
+            "timeout": "seconds a request may decode, counted from when its batch starts "
+            "(504 after; a stream: between two tokens); its wait in the queue is not counted "
+            "(--queue-size bounds the queue)",
             "batch_wait_ms": "the longest a request waits for others to batch with (milliseconds)",
             "max_batch": "texts per batched decode (1 = no batching)",
-            "beam": "beam size of LibreTranslate's /translate (1 = greedy)",
+            "beam": "beam size of LibreTranslate's /translate, DeepL's and documents' (1 = "
+            "greedy; 0 = each model's own: greedy for aiayn's models, Argos Translate's beam "
+            "4 and length penalty 0.2 for its packages)",
             "disable_files_translation": "refuse /translate_file (403) and /download_file",
             "max_file_chars": "characters of text in one document of /translate_file (400 "
             "above; the upload's bytes are bounded by --max-body-bytes)",
@@ -121,7 +125,7 @@ class ServeConfig:
         _check_float("timeout", self.timeout, 0.001, 86400.0)
         _check_float("batch_wait_ms", self.batch_wait_ms, 0.0, 10000.0)
         _check_int("max_batch", self.max_batch, 1)
-        _check_int("beam", self.beam, 1, self.max_beam)
+        _check_int("beam", self.beam, 0, self.max_beam)
         _check_int("max_file_chars", self.max_file_chars, 1)
         _check_float("file_expiry", self.file_expiry, 0.001, 366 * 86400.0)
         _check_int("files_store_bytes", self.files_store_bytes, 1)

@@ -25,9 +25,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import BinaryIO
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -125,6 +127,22 @@ class FileStore:
         with self._lock:
             self._purge(time.monotonic())
             return self._files.get(name)
+
+    def open(self, name: str) -> tuple[Stored, BinaryIO] | None:
+        """The file ``name`` and a handle open on it (the caller closes it); None where it
+        is not stored (never was, expired, or removed for room). Opened under the lock that
+        removing a file takes, so no expiry or eviction comes between finding the file and
+        opening it; once open, the handle reads the whole file even if it is removed."""
+        with self._lock:
+            self._purge(time.monotonic())
+            stored = self._files.get(name)
+            if stored is None:
+                return None
+            try:
+                return stored, open(stored.path, "rb")  # noqa: SIM115 - the caller closes it
+            except FileNotFoundError:  # removed from the directory by someone else
+                self._files.pop(name)
+                return None
 
     def purge(self) -> None:
         """Remove the files whose time is up."""
@@ -469,6 +487,39 @@ def _written(opened, sentences, results, name: str, target: str) -> bytes:
     return documents.save(opened, sentences, pairs, name, target)
 
 
+class StoredFile(StreamingResponse):
+    """A stored file streamed from a handle opened once (``FileStore.open``), so that its
+    expiry or eviction while the answer is sent cuts nothing short: the client gets the whole
+    file, or 404 when it was gone before. (Starlette's ``FileResponse`` looks the path up
+    again, and opens it after sending the headers: a file removed in between was a 500 or an
+    answer cut short.) Ranges are not served: the whole file, as a 200."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, stored: Stored, handle: BinaryIO) -> None:
+        self.handle = handle
+        size = os.fstat(handle.fileno()).st_size
+        name = stored.download_name
+        quoted = quote(name)
+        disposition = (
+            f'attachment; filename="{name}"'
+            if quoted == name
+            else f"attachment; filename*=utf-8''{quoted}"
+        )
+        headers = {"content-length": str(size), "content-disposition": disposition}
+        super().__init__(self._chunks(), headers=headers, media_type=stored.media_type)
+
+    async def _chunks(self):
+        while chunk := await run_in_threadpool(self.handle.read, self.CHUNK):
+            yield chunk
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.handle.close()
+
+
 _DOWNLOAD = {
     "responses": {
         "200": {
@@ -484,7 +535,8 @@ _DOWNLOAD = {
 @router.get(
     "/download_file/{name:path}",
     name="download_file",
-    response_class=FileResponse,
+    response_class=StoredFile,
+    status_code=200,
     openapi_extra=_DOWNLOAD,
 )
 async def download_file(name: str, request: Request, registry: Models):
@@ -493,7 +545,7 @@ async def download_file(name: str, request: Request, registry: Models):
         raise ServeError(400, DISABLED)
     if not STORED.fullmatch(name):
         raise ServeError(400, "Invalid filename", "name")
-    stored = files_of(request).store.get(name)
-    if stored is None:
+    opened = files_of(request).store.open(name)
+    if opened is None:
         raise ServeError(404, "File not found", "name")
-    return FileResponse(stored.path, media_type=stored.media_type, filename=stored.download_name)
+    return StoredFile(*opened)

@@ -1,4 +1,6 @@
-"""The models a server holds: each an API object (``aiayn.load``) with its name and languages.
+"""The models a server holds: each an API object (``aiayn.load``) with its name and languages:
+an aiayn model directory, or another toolkit's model served as it is (an Argos Translate
+package, a CTranslate2 model directory: ``aiayn.interop.foreign``, ``aiayn.api.package``).
 
 Every method that computes runs on the model's worker thread (see ``batching``) and calls the
 API object, as the command line does; nothing here tokenizes or decodes on its own.
@@ -7,23 +9,28 @@ API object, as the command line does; nothing here tokenizes or decodes on its o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiayn
 from aiayn.api import Classifier, Generator, Translation, Translator
 from aiayn.api.device import placement
+from aiayn.api.engine import ENGINES
 from aiayn.api.generator import CompletionText
-from aiayn.api.load import check_engine, kind
+from aiayn.api.load import check_engine, foreign, kind, load_foreign
+from aiayn.api.package import PackageTranslator
 from aiayn.infer.attention import AttentionMap
 from aiayn.infer.classify import classifier_labels
 from aiayn.modeldir import WEIGHTS_FILE, ModelDir
 
 
 def default_name(path: Path) -> str:
-    """The directory's name; a run's ``model/`` directory takes the run's name."""
+    """The directory's name (an archive's: its name without .argosmodel); a run's (or an
+    Argos Translate package's) ``model/`` directory takes the run's (the package's) name."""
     path = path.resolve()
+    if path.is_file():
+        return path.stem
     return path.parent.name if path.name == "model" else path.name
 
 
@@ -50,7 +57,49 @@ class ModelSpec:
 
 def check_spec(spec: ModelSpec) -> str:
     """Check a model directory without loading its weights; returns its family."""
+    if foreign(spec.path):
+        _foreign(spec)
+        return "encoder-decoder"
     return _opened(spec)[0].config.family
+
+
+def _foreign(spec: ModelSpec):
+    """The Argos Translate package or CTranslate2 model of ``spec``, read and checked
+    without loading its weights (``aiayn.interop.foreign.ForeignModel``)."""
+    from aiayn.interop.ctranslate2.reader import OTHER_SPECS, TRANSFORMER_SPECS
+    from aiayn.interop.foreign import open_foreign
+
+    if spec.members:
+        raise ValueError(
+            f"{spec.path}: another toolkit's model (an Argos Translate package or a CTranslate2 "
+            "model) is served alone, not in an ensemble"
+        )
+    if spec.languages is not None and (len(spec.languages) != 2 or not all(spec.languages)):
+        raise ValueError(
+            f"--languages {'-'.join(spec.languages)!r} for {spec.name}: a translator takes "
+            "SRC-TGT, e.g. de-en"
+        )
+    if spec.quantize is not None and spec.engine != "torch":
+        raise ValueError(
+            f"--quantize: {spec.path} is decoded by CTranslate2 in the type its weights were "
+            "saved in (int8 where they are); --quantize applies with --engine torch (aiayn's "
+            "import of it)"
+        )
+    if spec.engine not in ENGINES:
+        raise ValueError(f"engine {spec.engine!r}: choose one of {', '.join(ENGINES)}")
+    placement(spec.device, "float32", engine="ctranslate2" if spec.engine != "torch" else "torch")
+    languages = tuple(spec.languages) if spec.languages is not None else None
+    model = open_foreign(spec.path, spec.cache_dir, languages)
+    spec_name = model.header.spec  # model.bin's header read now: a broken one named at start
+    if spec_name not in TRANSFORMER_SPECS:
+        what = OTHER_SPECS.get(spec_name, "not a translation model")
+        raise ValueError(f"{model.model_dir}: a CTranslate2 {spec_name} ({what}), not a translator")
+    if model.languages is None:
+        raise ValueError(
+            f"{spec.path}: a CTranslate2 model does not say its languages; give them with "
+            "--languages SRC-TGT"
+        )
+    return model
 
 
 @dataclass(frozen=True)
@@ -66,6 +115,7 @@ class ModelFacts:
     max_len: int
     quantization: str | None  # as it will load: --quantize's, or the directory's own
     created: int  # when the weights were written (Unix time), OpenAI's "created"
+    language_names: Mapping[str, str] = field(default_factory=dict)  # a package's metadata's
 
     @property
     def is_translator(self) -> bool:
@@ -80,6 +130,8 @@ def model_facts(spec: ModelSpec) -> ModelFacts:
     """``spec``'s directory checked as ``check_spec`` checks it, and what it says of the
     model (its languages: ``--languages``, else a translator's run.json ``data.src_lang`` and
     ``data.tgt_lang``, as ``Translator.languages`` reads them)."""
+    if foreign(spec.path):
+        return _foreign_facts(spec)
     directory = _opened(spec)[0]
     config = directory.config
     labels = None
@@ -98,6 +150,27 @@ def model_facts(spec: ModelSpec) -> ModelFacts:
         max_len=config.max_len,
         quantization=spec.quantize or directory.quantization,
         created=int((Path(spec.path) / WEIGHTS_FILE).stat().st_mtime),
+    )
+
+
+def _foreign_facts(spec: ModelSpec) -> ModelFacts:
+    """``model_facts`` of an Argos Translate package or a CTranslate2 model."""
+    import torch
+
+    from aiayn.interop.ctranslate2.direct import MAX_INPUT_LENGTH
+
+    model = _foreign(spec)
+    tokenizer = model.tokenizer()
+    int8 = any(v.dtype == torch.int8 for v in model.header.variables.values())
+    return ModelFacts(
+        family="encoder-decoder",
+        languages=model.languages,
+        labels=None,
+        vocab_size=tokenizer.vocab_size,
+        max_len=min(MAX_INPUT_LENGTH, model.max_positions or MAX_INPUT_LENGTH),
+        quantization=spec.quantize if spec.engine == "torch" else ("int8" if int8 else None),
+        created=model.created,
+        language_names=dict(model.language_names),
     )
 
 
@@ -142,18 +215,35 @@ class ServedModel:
 
     def __init__(self, spec: ModelSpec, decoders: int = 1) -> None:
         """Load ``spec``'s model for ``decoders`` threads decoding at once."""
-        directories = _opened(spec)
         self.name, self.path = spec.name, Path(spec.path)
         self.members = [Path(p) for p in spec.members]
-        self.api = aiayn.load(
-            directories if self.members else directories[0],
-            quantize=spec.quantize,
-            device=spec.device,
-            dtype=spec.dtype,
-            engine=spec.engine,
-            cache_dir=spec.cache_dir,
-            decoders=decoders,
-        )
+        if foreign(spec.path):
+            self.api = load_foreign(
+                spec.path,
+                quantize=spec.quantize,
+                device=spec.device,
+                dtype=spec.dtype,
+                engine=spec.engine,
+                cache_dir=spec.cache_dir,
+                decoders=decoders,
+                languages=None if spec.languages is None else tuple(spec.languages),
+            )
+            api = self.api
+            created = (
+                api.foreign if isinstance(api, PackageTranslator) else _foreign(spec)
+            ).created
+        else:
+            directories = _opened(spec)
+            self.api = aiayn.load(
+                directories if self.members else directories[0],
+                quantize=spec.quantize,
+                device=spec.device,
+                dtype=spec.dtype,
+                engine=spec.engine,
+                cache_dir=spec.cache_dir,
+                decoders=decoders,
+            )
+            created = int((self.path / WEIGHTS_FILE).stat().st_mtime)
         if isinstance(self.api, Translator) and self.api.auto:
             self.api.fast_decoder()  # converted now, not on the first request
         self.engine = self.api.engine if isinstance(self.api, Translator) else "torch"
@@ -173,7 +263,10 @@ class ServedModel:
             self.languages = self.api.languages
         self.parameters = self.api.parameters
         # OpenAI's "created": when the weights were written (Unix time), not when they loaded
-        self.created = int((self.path / WEIGHTS_FILE).stat().st_mtime)
+        self.created = created
+        # an Argos Translate package's own sentence splitter (None: aiayn's splitting)
+        self.split_sentences = getattr(self.api, "split_sentences", None)
+        self.package = isinstance(self.api, PackageTranslator)
 
     @property
     def is_translator(self) -> bool:
@@ -217,6 +310,12 @@ class ServedModel:
     # --- run on the worker thread -------------------------------------------------------
 
     def translate(self, texts: list[str], **options) -> list[Translation]:
+        """The API's ``translate``; ``beam`` 0 is the model's own search (``--beam 0``, the
+        default): Argos Translate's for a package, greedy search (or a beam of ``nbest``)
+        for aiayn's models."""
+        if options.get("beam") == 0:
+            own = None if self.package else max(1, options.get("nbest", 1))
+            options = {**options, "beam": own}
         return self.api.translate(texts, **options)
 
     def classify(self, texts: list[str]) -> list[list[float]]:

@@ -14,7 +14,7 @@ the order the models were given) that does.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from aiayn.serve.errors import ServeError
@@ -40,9 +40,14 @@ class Route:
 
 class Pairs:
     """Every route between the languages of ``served`` ((model name, (source, target)), in
-    the order the models were given; the first model of a pair serves it), computed once."""
+    the order the models were given; the first model of a pair serves it), computed once.
+    ``names``: languages' names the models give (an Argos Translate package's metadata),
+    before aiayn's own table (``name``)."""
 
-    def __init__(self, served: Iterable[tuple[str, Sequence[str]]]) -> None:
+    def __init__(
+        self, served: Iterable[tuple[str, Sequence[str]]], names: Mapping[str, str] | None = None
+    ) -> None:
+        self.names = dict(names or {})
         self.direct: dict[tuple[str, str], str] = {}
         codes: list[str] = []
         for name, (source, target) in served:
@@ -65,6 +70,11 @@ class Pairs:
                             self.routes[source, target] = Route(source, target, legs, pivot)
                             break
 
+    def name(self, code: str) -> str:
+        """The language's name: a model's own (``names``), else aiayn's table's, else the
+        code."""
+        return self.names.get(code) or LANGUAGE_NAMES.get(code, code)
+
     def route(self, source: str, target: str) -> Route | None:
         """The route from ``source`` to ``target`` (None: none; a language to itself is no
         route: its text comes back as it is)."""
@@ -80,10 +90,6 @@ class Pairs:
         """The languages with a route into ``target`` (``direct``: a pair served directly)."""
         routes = self.direct if direct else self.routes
         return [s for s in self.codes if s != target and (s, target) in routes]
-
-
-def _name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
 
 
 def pick_route(registry, source: str, target: str) -> Route:
@@ -115,8 +121,8 @@ def pick_route(registry, source: str, target: str) -> Route:
     if route is None:
         raise ServeError(
             400,
-            f"{_name(target)} ({target}) is not available as a target language from "
-            f"{_name(source)} ({source})",
+            f"{pairs.name(target)} ({target}) is not available as a target language from "
+            f"{pairs.name(source)} ({source})",
             "target",
         )
     return route

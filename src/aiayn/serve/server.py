@@ -37,10 +37,104 @@ def model_specs(
     ensemble: bool = False,
     device: str = "cpu",
     dtype: str = "float32",
+    argos_packages: str | None = None,
+    load_only: list[str] | None = None,
 ) -> list[ModelSpec]:
     """``--name`` and ``--languages`` apply to the model directories in order, ``--quantize``,
     ``--engine``, ``--cache-dir``, ``--device`` and ``--dtype`` to all of them. ``ensemble``:
-    the directories are one translator, an ensemble (named and given languages as one)."""
+    the directories are one translator, an ensemble (named and given languages as one). A
+    model directory may also be an Argos Translate package (``.argosmodel`` or a package
+    folder) or a CTranslate2 model directory (``aiayn.interop.foreign``).
+
+    ``argos_packages``: a packages directory as Argos Translate installs them, each of its
+    packages served after the model directories, named by its folder (a package that cannot
+    be served is skipped with a warning naming it); without it and without model
+    directories, Argos Translate's own (``argos_packages_dir``) where it holds packages.
+    ``load_only``: language codes (LibreTranslate's ``--load-only``): only the packages of
+    the directory between two of them are served."""
+    specs = _model_dir_specs(
+        model_dirs, names, languages, quantize, engine, cache_dir, ensemble, device, dtype
+    )
+    if argos_packages is None and not model_dirs:
+        argos_packages = argos_packages_dir()
+    if argos_packages is not None:
+        specs += _package_specs(
+            Path(argos_packages), load_only, quantize, engine, cache_dir, device, dtype
+        )
+    elif load_only:
+        raise ValueError("--load-only chooses among the packages of --argos-packages; give it")
+    if not specs:
+        where = f"in {argos_packages}" if argos_packages is not None else "given"
+        raise ValueError(
+            f"no model to serve: no model directory given, and no Argos Translate package "
+            f"{where}{' between the --load-only languages' if load_only else ''} (give model "
+            "directories, .argosmodel files, or --argos-packages DIR)"
+        )
+    return specs
+
+
+def argos_packages_dir() -> Path | None:
+    """Argos Translate's packages directory (``$ARGOS_PACKAGES_DIR``, its settings, else
+    ``~/.local/share/argos-translate/packages``: where LibreTranslate's packages are installed)
+    where it exists, else None."""
+    from aiayn.interop.argos_package import packages_dir
+
+    directory = packages_dir()
+    return directory if directory.is_dir() else None
+
+
+def _package_specs(
+    directory: Path,
+    load_only: list[str] | None,
+    quantize: str | None,
+    engine: str,
+    cache_dir: str | None,
+    device: str,
+    dtype: str,
+) -> list[ModelSpec]:
+    """A spec for each package of the packages ``directory`` (``model_specs``)."""
+    import warnings
+
+    from aiayn.interop.argos_package import find_packages
+
+    if not directory.is_dir():
+        raise ValueError(f"--argos-packages {directory}: no such folder")
+    specs = []
+    for package in find_packages(directory):  # a broken one: warned about, skipped
+        if load_only and not {package.source, package.target} <= set(load_only):
+            continue
+        spec = ModelSpec(
+            package.path,
+            package.name,
+            None,
+            quantize,
+            engine,
+            Path(cache_dir) if cache_dir else None,
+            device=device,
+            dtype=dtype,
+        )
+        try:
+            check_spec(spec)
+        except (ValueError, OSError) as e:  # a UserError too: read, but not servable here
+            warnings.warn(f"{package.path}: skipped, it cannot be served: {e}", stacklevel=2)
+            continue
+        specs.append(spec)
+    log.info("%d Argos Translate packages in %s", len(specs), directory)
+    return specs
+
+
+def _model_dir_specs(
+    model_dirs: list[str],
+    names: list[str] | None,
+    languages: list[str] | None,
+    quantize: str | None,
+    engine: str,
+    cache_dir: str | None,
+    ensemble: bool,
+    device: str,
+    dtype: str,
+) -> list[ModelSpec]:
+    """The specs of the model directories given (``model_specs``)."""
     names, languages = names or [], languages or []
     if ensemble:
         if len(model_dirs) < 2:

@@ -1,10 +1,26 @@
 """Glossaries on the server: the one ``aiayn serve --glossary FILE`` names (its terms for
 each model's language pair) and a request's own ``glossary`` object, merged (the request's
-term wins) into the ``Terms`` a translation holds (``aiayn.data.terminology``)."""
+term wins) into the ``Terms`` a translation holds (``aiayn.data.terminology``).
+
+A request's terms are made off the event loop, one table at a time (``terms_for``): their
+expression takes time growing with the terms' characters (a second for a megabyte, as long
+for 100,000 short terms of a server's glossary), and Python compiles it holding the
+interpreter's lock, so two threads compiling would take that lock from the event loop twice
+as often and finish no sooner. The schema bounds a request's glossary (``MAX_TERMS``,
+``MAX_GLOSSARY_CHARS`` in ``aiayn.serve.schemas``: a fifth of a second's compile); the
+``Terms`` made are kept by a digest of their table (``TermsCache``), so a glossary sent again
+is not compiled again.
+"""
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import hashlib
+import json
+import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from starlette.concurrency import run_in_threadpool
@@ -43,16 +59,29 @@ def request_terms(model: ServedModel, given: Mapping | None, glossary: Glossary 
     replaced = {term_key(s) for s in own}
     table = {s: t for s, t in server.items() if term_key(s) not in replaced}
     table.update(own)
-    return _terms(tuple(sorted(table.items())))
+    return MADE.terms(table)
 
 
 async def terms_for(model: ServedModel, given: Mapping | None, glossary: Glossary | None):
-    """``request_terms``, off the event loop where a request's terms join the server's: their
-    expression is made anew, in time growing with the server's glossary (a second for
-    100,000 terms, every other client waiting)."""
-    if given and glossary is not None:
+    """``request_terms``; a request's own terms made off the event loop, one table at a time
+    (the module's docstring), the others' requests answered meanwhile. Without them, the
+    server's terms, made once as the model loaded (``check_glossary``)."""
+    if not given:
+        return request_terms(model, given, glossary)
+    async with _one_at_a_time():
         return await run_in_threadpool(request_terms, model, given, glossary)
-    return request_terms(model, given, glossary)
+
+
+_TURNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its Semaphore
+
+
+def _one_at_a_time() -> asyncio.Semaphore:
+    """The turn a request's terms wait for on this event loop (one table made at a time)."""
+    loop = asyncio.get_running_loop()
+    turn = _TURNS.get(loop)
+    if turn is None:
+        turn = _TURNS[loop] = asyncio.Semaphore(1)
+    return turn
 
 
 def check_glossary(glossary: Glossary, model) -> None:
@@ -74,11 +103,48 @@ def _given(given: Mapping) -> dict[str, str]:
         raise ServeError(422, str(e), "glossary") from None
 
 
-@functools.lru_cache(maxsize=64)
-def _terms(items: tuple[tuple[str, str], ...]) -> Terms:
-    """Terms made once for the same table (a server glossary's expression is compiled once,
-    not per request)."""
-    return Terms(dict(items))
+class TermsCache:
+    """``Terms`` made for a table, kept by a SHA-256 digest of the table (its terms in
+    order), the least recently used going first when there are more than ``entries`` or
+    their terms have more than ``chars`` characters in all (the newest one is kept
+    whatever its size: a server glossary of 100,000 terms that each request adds to)."""
+
+    def __init__(self, entries: int = 64, chars: int = 2_000_000) -> None:
+        self.entries, self.chars = entries, chars
+        self._made: OrderedDict[bytes, tuple[Terms, int]] = OrderedDict()
+        self._held = 0  # characters of the kept tables' terms
+        self._lock = threading.Lock()
+
+    def terms(self, table: Mapping[str, str]) -> Terms:
+        items = sorted(table.items())
+        digest = hashlib.sha256(json.dumps(items).encode()).digest()
+        with self._lock:
+            if digest in self._made:
+                self._made.move_to_end(digest)
+                return self._made[digest][0]
+        terms = Terms(dict(items))  # the long part, without the lock
+        # ``re`` keeps the last 512 expressions it compiled (a megabyte for a glossary at the
+        # schema's limit): emptied, only this cache keeps a request's
+        re.purge()
+        size = sum(len(s) + len(t) for s, t in items)
+        with self._lock:
+            if digest in self._made:  # made meanwhile by another thread
+                self._made.move_to_end(digest)
+            else:
+                self._made[digest] = (terms, size)
+                self._held += size
+            while len(self._made) > 1 and (
+                len(self._made) > self.entries or self._held > self.chars
+            ):
+                _, (_, dropped) = self._made.popitem(last=False)
+                self._held -= dropped
+            return self._made[digest][0]
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+
+MADE = TermsCache()  # the Terms of requests' glossaries, for every application in the process
 
 
 def terms_key(terms: Terms | None) -> int | None:

@@ -151,20 +151,25 @@ def kept_joins(words: Sequence[str], keep: Sequence[str]) -> frozenset[int]:
 
 
 def pieces(
-    words: list[str], fits: Callable[[str], bool], glued: frozenset[int] = frozenset()
+    words: list[str],
+    fits: Callable[[str], bool],
+    glued: frozenset[int] = frozenset(),
+    ends: Sequence[int] | None = None,
 ) -> list[tuple[int, int]]:
     """``words`` cut into sentences (word ranges) as a sentence-level model reads them: a cut
-    after a word that ends a sentence ("Debian." or "Wirklich?", not "z." or "Nr."); a
-    sentence whose text does not ``fit`` the model, cut again at the last word that fits;
-    never at a position of ``glued`` (``kept_joins``) where another cut may be made.
+    after a word that ends a sentence ("Debian." or "Wirklich?", not "z." or "Nr."), or, given
+    ``ends``, after each word they name (``i``: between words ``i - 1`` and ``i``: where a
+    sentence splitter of the model's own ended a sentence); a sentence whose text does not
+    ``fit`` the model, cut again at the last word that fits; never at a position of ``glued``
+    (``kept_joins``) where another cut may be made.
 
     Once a sentence does not fit, each piece is found by doubling its length until it does
     not fit, then halving the difference: the texts ``fits`` reads are at most twice the
     piece, not the rest of the sentence (a paragraph of a million characters without a full
     stop would otherwise be read again for every piece)."""
-    ends = [
-        i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w) and i + 1 not in glued
-    ] + [len(words)]
+    if ends is None:
+        ends = [i + 1 for i, w in enumerate(words[:-1]) if _SENTENCE_END.search(w)]
+    ends = [i for i in ends if 0 < i < len(words) and i not in glued] + [len(words)]
     out: list[tuple[int, int]] = []
     start = 0
     for end in ends:

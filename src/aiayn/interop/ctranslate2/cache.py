@@ -159,11 +159,23 @@ def _convert_into(
 
 
 def file_digests(directory: Path) -> dict[str, dict]:
-    """Size and SHA-256 of each file of a conversion, its stamp left out."""
+    """Size and SHA-256 of each file under ``directory`` (a conversion, or a folder of
+    folders), by its path there ("model/model.bin"), the stamp at the top left out."""
+    directory = Path(directory)
     return {
-        p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
-        for p in sorted(directory.iterdir())
-        if p.is_file() and p.name != STAMP
+        path: {"size": p.stat().st_size, "sha256": file_sha256(p)}
+        for path, p in _files(directory).items()
+        if path != STAMP
+    }
+
+
+def _files(directory: Path) -> dict[str, Path]:
+    """Every file under ``directory`` by its path there, in order; a link or other thing that is
+    not a folder or a plain file is listed too (as itself), so that a check refuses it."""
+    return {
+        p.relative_to(directory).as_posix(): p
+        for p in sorted(directory.rglob("*"))
+        if not p.is_dir() or p.is_symlink()
     }
 
 
@@ -179,6 +191,8 @@ def damage(directory: Path, inputs: dict) -> str:
     for name, expected in sorted(stamp["files"].items()):
         path = directory / name
         try:
+            if path.is_symlink() or not path.is_file():
+                return f"{name} is missing"
             size = path.stat().st_size
         except OSError:
             return f"{name} is missing"
@@ -186,7 +200,7 @@ def damage(directory: Path, inputs: dict) -> str:
             return f"{name} has {size} bytes, not the {expected.get('size')} recorded"
         if file_sha256(path) != expected.get("sha256"):
             return f"{name} does not have the SHA-256 recorded"
-    extra = {p.name for p in directory.iterdir()} - set(stamp["files"]) - {STAMP}
+    extra = set(_files(directory)) - set(stamp["files"]) - {STAMP}
     if extra:
         return f"unexpected files: {', '.join(sorted(extra))}"
     return ""

@@ -79,14 +79,17 @@ class _Stream:
         self.f, self.path = f, path
         self.size = os.fstat(f.fileno()).st_size
 
-    def bytes(self, n: int, what: str) -> bytes:
+    def bytes(self, n: int, what: str) -> bytearray:
         at = self.f.tell()
         if n > self.size - at:
             raise UserError(
                 f"{self.path}: truncated: {what} needs {n} bytes at byte {at}, but the file "
                 f"ends at byte {self.size}"
             )
-        return self.f.read(n)
+        data = bytearray(n)  # read into place: a tensor takes it without a copy
+        if self.f.readinto(data) != n:
+            raise UserError(f"{self.path}: truncated while reading {what} at byte {at}")
+        return data
 
     def unpack(self, fmt: str, what: str):
         values = struct.unpack("<" + fmt, self.bytes(struct.calcsize("<" + fmt), what))
@@ -100,10 +103,12 @@ class _Stream:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise UserError(f"{self.path}: {what} is not UTF-8 text: {data[:40]!r}") from None
+            raise UserError(
+                f"{self.path}: {what} is not UTF-8 text: {bytes(data[:40])!r}"
+            ) from None
 
 
-def _variable(s: _Stream, version: int, index: int) -> tuple[str, Tensor]:
+def _variable(s: _Stream, version: int, index: int, values: bool = True) -> tuple[str, Tensor]:
     name = s.string(f"the name of variable {index}")
     rank = s.unpack("B", f"the rank of {name!r}")
     dims = s.unpack(f"{rank}I", f"the shape of {name!r}") if rank else ()
@@ -126,14 +131,21 @@ def _variable(s: _Stream, version: int, index: int) -> tuple[str, Tensor]:
             f"{s.path}: variable {name!r} has an invalid payload size ({size} bytes for shape "
             f"{list(shape)} of {str(dtype).removeprefix('torch.')})"
         )
+    if not values:  # its shape and dtype only: the bytes skipped (still within the file)
+        if size > s.size - s.f.tell():
+            s.bytes(size, f"the values of {name!r}")  # the error naming the short file
+        s.f.seek(size, os.SEEK_CUR)
+        return name, torch.empty(shape, dtype=dtype, device="meta")
     data = s.bytes(size, f"the values of {name!r}")
     if not numel:
         return name, torch.empty(shape, dtype=dtype)
-    return name, torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    return name, torch.frombuffer(data, dtype=dtype).reshape(shape)
 
 
-def read_model_bin(path: Path) -> ModelBin:
-    """``model.bin`` as CTranslate2 wrote it, any binary version it still reads (1-6)."""
+def read_model_bin(path: Path, values: bool = True) -> ModelBin:
+    """``model.bin`` as CTranslate2 wrote it, any binary version it still reads (1-6);
+    ``values`` False: each variable's shape and dtype only (tensors on the meta device, the
+    file's bytes skipped), for what a model's header says."""
     path = Path(path)
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below)
@@ -152,7 +164,7 @@ def read_model_bin(path: Path) -> ModelBin:
             spec = s.string("the spec name")
             revision = s.unpack("I", "the spec revision")
         count = s.unpack("I", "the number of variables")
-        variables = dict(_variable(s, version, i) for i in range(count))
+        variables = dict(_variable(s, version, i, values) for i in range(count))
         aliases = {}
         if version >= 3:
             for i in range(s.unpack("I", "the number of aliases")):

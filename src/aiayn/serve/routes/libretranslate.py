@@ -28,7 +28,6 @@ from aiayn.serve.inputs import (
 from aiayn.serve.languages import (  # translators: also imported from here
     detected_source,
     detected_sources,
-    language_name,
     route_for,
     served_languages,
     translators,
@@ -59,7 +58,7 @@ async def languages(registry: Models):
     registry.require_ready()
     pairs = registry.pairs
     return [  # every language its own target too: a text in it comes back as it is
-        {"code": code, "name": language_name(code), "targets": pairs.targets(code)}
+        {"code": code, "name": pairs.name(code), "targets": pairs.targets(code)}
         for code in pairs.codes
     ]
 
@@ -203,7 +202,9 @@ async def _text_route(
     if route.pivot is not None:
         between = [_unique_hypotheses(hs) for hs in ranked]
         flat = [text for hs in between for text, _ in hs]
-        again = await _text_leg(registry, route.legs[1], flat, nbest, prefix, None, glossary)
+        again = await _text_leg(
+            registry, route.legs[1], flat, nbest, prefix, None, glossary, pivoted=True
+        )
         ranked = pivoted(between, again, nbest)
     return ranked
 
@@ -216,19 +217,23 @@ async def _text_leg(
     prefix: str,
     given,
     glossary,
+    pivoted: bool = False,
 ) -> list[Hypotheses]:
     """``texts`` translated by model ``name`` (loaded if it is not, and held meanwhile),
     line by line and sentence by sentence: each text's ``nbest`` hypotheses, hypothesis k
     each sentence's k-th (its last where it has fewer) joined, as LibreTranslate joins them,
-    scored by the sum of its sentences' scores (as Argos Translate sums them)."""
+    scored by the sum of its sentences' scores (as Argos Translate sums them). ``pivoted``:
+    the texts are a first model's translations, whose words the model reads as far as it can
+    (a word past its limit is not the client's to fix)."""
     config = registry.config
     async with registry.holding(name) as model:
         terms = await terms_for(model, given, glossary)
-        if config.kept:  # kept spans looked for in every line: off the event loop
-            passages = await run_in_threadpool(_sentences, model, texts, config.kept)
+        if config.kept or model.split_sentences:  # more than a glance at each line: off the loop
+            passages = await run_in_threadpool(_sentences, model, texts, config.kept, pivoted)
         else:
-            passages = _sentences(model, texts)
-        options = dict(beam=max(config.beam, nbest), nbest=nbest)
+            passages = _sentences(model, texts, None, pivoted)
+        # --beam 0 (the default): each model's own search (ServedModel.translate)
+        options = dict(beam=config.beam and max(config.beam, nbest), nbest=nbest)
 
         async def decode(items: list[str], prefix: str) -> list:
             if not items:
@@ -278,9 +283,12 @@ def _unique_hypotheses(hypotheses: Hypotheses) -> Hypotheses:
     return [h for h in hypotheses if not (h[0] in seen or seen.add(h[0]))]
 
 
-def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = None) -> Passages:
+def _sentences(
+    model: ServedModel, texts: list[str], keep: list[str] | None = None, pivoted: bool = False
+) -> Passages:
     """``texts`` cut into the sentences ``model`` reads (their lines kept; a span ``keep``
-    matches never cut); a word too long for the model to read whole is refused."""
+    matches never cut); a word too long for the model to read whole is refused (``pivoted``:
+    read as far as the model reads)."""
     counts: dict[str, int] = {}
 
     def tokens(text: str) -> int:
@@ -289,8 +297,10 @@ def _sentences(model: ServedModel, texts: list[str], keep: list[str] | None = No
         return counts[text]
 
     limit = model.max_text_tokens
-    passages = Passages(texts, lambda text: tokens(text) <= limit, has_words, keep)
-    for text in passages.texts:
+    passages = Passages(
+        texts, lambda text: tokens(text) <= limit, has_words, keep, model.split_sentences
+    )
+    for text in [] if pivoted else passages.texts:
         if tokens(text) > limit:  # one word over the limit (a sentence is cut between words)
             raise ServeError(
                 400,
@@ -327,9 +337,9 @@ async def frontend_settings(request: Request, registry: Models):
         "language": {
             "source": {
                 "code": source,
-                "name": "Auto Detect" if source == "auto" else language_name(source),
+                "name": "Auto Detect" if source == "auto" else registry.pairs.name(source),
             },
-            "target": {"code": target, "name": language_name(target)},
+            "target": {"code": target, "name": registry.pairs.name(target)},
         },
     }
 

@@ -199,7 +199,7 @@ def stream_completion(
 
     async def events():
         try:
-            chunks = completion_events(deltas, done, future, head, registry.config, with_usage)
+            chunks = completion_events(deltas, done, job, head, registry.config, with_usage)
             async for chunk in chunks:
                 yield chunk
             if with_usage and future.done() and not future.exception():
@@ -213,29 +213,39 @@ def stream_completion(
                 yield f"data: {json.dumps(chunk)}\n\n"
             yield "data: [DONE]\n\n"
         finally:
-            cancel.set()
-            job.cancelled = True
+            cancel.set()  # a generation running stops after its current token
+            registry.queues[model.name].cancel(job)  # one still queued never runs
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
-async def completion_events(deltas: asyncio.Queue, done, future, head: dict, config, with_usage):
-    """The events of one streamed completion, up to (not including) the usage and ``[DONE]``."""
+async def completion_events(deltas: asyncio.Queue, done, job, head: dict, config, with_usage):
+    """The events of one streamed completion, up to (not including) the usage and ``[DONE]``:
+    an error event once no token came for ``--timeout`` seconds since the generation began
+    or the token before (the time waiting in the queue is not counted)."""
     extra = {"usage": None} if with_usage else {}
+    future = job.future
 
     def event(index: int, text: str, reason: str | None) -> str:
         choice = {"text": text, "index": index, "logprobs": None, "finish_reason": reason}
         chunk = {**head, "object": "text_completion", "choices": [choice], **extra}
         return f"data: {json.dumps(chunk)}\n\n"
 
+    timeout = config.timeout
+    last, left = None, timeout  # when the last token came (None: none yet)
     while True:
         try:
-            item = await asyncio.wait_for(deltas.get(), config.timeout)
+            item = await asyncio.wait_for(deltas.get(), left)
         except TimeoutError:
-            message = f"no token for {config.timeout:g} s (--timeout)"
+            since = last if last is not None else job.started_at  # None: still queued
+            left = timeout if since is None else since + timeout - time.monotonic()
+            if left > 0:
+                continue
+            message = f"no token for {timeout:g} s (--timeout)"
             yield f"data: {json.dumps(error_body(PATH, 504, message))}\n\n"
             return
+        last, left = time.monotonic(), timeout
         if item is not done:
             yield event(*item)
             continue
