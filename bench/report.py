@@ -27,6 +27,7 @@ from bench.report_sections import (  # noqa: E402
     decoding_speed,
     detect,
     ensemble,
+    finetune_argos,
     gpu,
     hosts,
     interop,
@@ -82,6 +83,7 @@ SECTIONS = [
     train_precision,
     ensemble,
     interop,
+    finetune_argos,
     sentiment,
 ]
 

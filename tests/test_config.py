@@ -74,3 +74,32 @@ def test_three_way_tying_needs_a_shared_vocabulary():
 def test_round_trip_through_dict():
     config = ModelConfig.preset("small", norm_first=True)
     assert ModelConfig.from_dict(config.to_dict()) == config
+
+
+def test_a_fine_tune_takes_the_architecture_it_leaves_out_from_init_from(tmp_path):
+    """train.init_from: the [model] keys a config leaves out are the model directory's; a key
+    the table or its preset gives still decides; dropout and a classifier's head keep their
+    defaults unless given; without init_from nothing changes."""
+    import json
+
+    from aiayn.config import FINE_TUNE_KEYS, load_run_config
+
+    saved = ModelConfig.preset(
+        "tiny", d_ff=48, norm_first=True, pos_encoding="learned", source_eos=False, dropout=0.3
+    )
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"model": saved.to_dict()}))
+    init = f'train.init_from="{tmp_path / "m"}"'
+
+    run = load_run_config(None, [init])
+    for key, value in saved.to_dict().items():
+        expected = getattr(ModelConfig(), key) if key in FINE_TUNE_KEYS else value
+        assert getattr(run.model, key) == expected, key
+    assert run.model.dropout == ModelConfig().dropout != saved.dropout
+    given = load_run_config(None, [init, "model.d_ff=64", "model.dropout=0.2"])
+    assert (given.model.d_ff, given.model.dropout, given.model.d_model) == (64, 0.2, 32)
+    preset = load_run_config(None, [init, 'model.preset="small"'])
+    assert (preset.model.d_model, preset.model.norm_first) == (256, True)  # preset, then saved
+    assert load_run_config(None, []).model == ModelConfig()
+    missing = load_run_config(None, [f'train.init_from="{tmp_path / "none"}"'])
+    assert missing.model == ModelConfig()  # the trainer names the missing directory

@@ -162,6 +162,16 @@ def test_performance_page_is_what_the_records_give():
     )
 
 
+def test_interop_quotes_the_latest_package_fine_tune_record():
+    """docs/interop.md's table of the package fine-tune is the latest record's, as
+    docs/performance.md shows it (bench/report_sections/finetune_argos.py makes both)."""
+    section = report.finetune_argos
+    record = report.load(report.RESULTS, "finetune_argos")[-1]
+    page = (REPO_ROOT / "docs" / "interop.md").read_text(encoding="utf-8")
+    assert section.gain_table(record) in page, "docs/interop.md: quote gain_table(record)"
+    assert " ".join(section.summary(record).split()) in " ".join(page.split())
+
+
 def test_a_record_added_by_hand_makes_the_page_stale(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(report.RESULTS, results)

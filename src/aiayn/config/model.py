@@ -27,6 +27,12 @@ ARCHITECTURE_KEYS = (
     "tie_embeddings", "activation", "layer_norm_eps", "pad_id", "n_classes", "pooling",
 )  # fmt: skip
 
+# The fields a model started from another (``train.init_from``) may change: dropout, and a
+# classifier's head over a pretrained encoder. Every other field is the model's own.
+FINE_TUNE_KEYS = (
+    "n_classes", "pooling", "pooler", "dropout", "attention_dropout", "embedding_dropout",
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class ModelConfig:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiayn.config.fields import _check_choice, _check_float, _check_int, from_dict
-from aiayn.config.model import ModelConfig
+from aiayn.config.model import FINE_TUNE_KEYS, ModelConfig
 from aiayn.errors import UserError
-from aiayn.fileio import read_text
+from aiayn.fileio import read_json_object, read_text
 
 TASKS = ("translation", "lm", "mlm", "classification")
 SCHEDULES = ("inverse_sqrt", "constant", "cosine", "linear")
@@ -214,9 +215,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def load_run_config(path: str | None, overrides: list[str] = ()) -> RunConfig:
-    """Read a TOML run config, apply ``--set`` overrides, validate. Errors name the file."""
+    """Read a TOML run config, apply ``--set`` overrides, take the [model] keys it leaves out
+    from ``train.init_from``'s model (``with_init_from_model``), validate. Errors name the
+    file."""
     import tomllib
-    from pathlib import Path
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -231,6 +233,35 @@ def load_run_config(path: str | None, overrides: list[str] = ()) -> RunConfig:
         (section, key), value = parse_override(text)
         data.setdefault(section, {})[key] = value
     try:
-        return RunConfig.from_dict(data)
+        return RunConfig.from_dict(with_init_from_model(data))
     except (TypeError, ValueError) as e:
         raise UserError(f"{path or 'config'}: {e}") from None
+
+
+def with_init_from_model(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a run config's tables) with the [model] keys it leaves out taken from the
+    model directory ``train.init_from`` starts from (its config.json), so that a fine-tune's
+    config gives only what it changes: the architecture is the model's own (a key given,
+    by the table or its preset, still decides, and must agree with the model). The keys
+    a fine-tune may change (``FINE_TUNE_KEYS``: dropout, a classifier's head) keep their
+    defaults unless given. Without ``train.init_from``, or where its config.json cannot be
+    read (the trainer names the problem), ``data`` is returned unchanged."""
+    train = data.get("train")
+    init_from = train.get("init_from") if isinstance(train, dict) else None
+    model = data.get("model", {})
+    if not isinstance(init_from, str) or not init_from or not isinstance(model, dict):
+        return data
+    path = Path(init_from) / "config.json"
+    try:
+        saved = read_json_object(path, "model config").get("model") if path.is_file() else None
+    except UserError:
+        return data
+    if not isinstance(saved, dict):
+        return data
+    name = model.get("preset")
+    preset = ModelConfig.PRESETS.get(name, {}) if isinstance(name, str) else {}
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - set(FINE_TUNE_KEYS)
+    inherited = {
+        k: v for k, v in saved.items() if k in known and k not in model and k not in preset
+    }
+    return {**data, "model": {**inherited, **model}}

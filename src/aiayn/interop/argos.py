@@ -10,6 +10,10 @@ pipeline of the source language with no trained parts (``spacy/``), to which Arg
 spaCy's rule-based sentencizer when ``ARGOS_CHUNK_TYPE=SPACY``: with that setting, nothing is
 downloaded (spaCy must be installed when the package is built; without it the package is
 written without ``spacy/``, and says so).
+
+A model imported from an Argos Translate package or a CTranslate2 model, fine-tuned or not,
+goes back in the layout it came in, with its own tokenizer (``sentencepiece.model`` or
+``bpe.model``) and target prefix (``aiayn.interop.ctranslate2.exports``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.interop.ctranslate2 import convert, sentencepiece_files
+from aiayn.interop.ctranslate2 import exports
 from aiayn.modeldir import ModelDir
 
 LANGUAGE_NAMES = {
@@ -84,8 +88,9 @@ def export_argos(
     directory, out = ModelDir.open(model_dir), Path(out)
     model_dir = directory.path
     source, target = languages_of(directory, source, target)
-    files = sentencepiece_files(directory.tokenizer())
-    if list(files) != ["sentencepiece.model"]:
+    tokenizer = directory.tokenizer()
+    files = exports.tokenizer_files(tokenizer)
+    if len(files) != 1:
         raise UserError(
             f"{model_dir}: its source and target sentencepiece models differ; an Argos "
             "Translate package carries one sentencepiece.model"
@@ -94,8 +99,9 @@ def export_argos(
     with tempfile.TemporaryDirectory(prefix="aiayn-argos-") as tmp:
         root = Path(tmp) / name
         root.mkdir()
-        record = convert(directory, root / "model", quantization, add_source_eos=True)
-        (root / "sentencepiece.model").write_bytes(files["sentencepiece.model"])
+        record = exports.write_model(directory, root / "model", quantization)
+        for file_name, data in files.items():
+            (root / file_name).write_bytes(data)
         splitter = _spacy_pipeline(source, root / "spacy")
         metadata = {
             "package_version": PACKAGE_VERSION,
@@ -107,6 +113,9 @@ def export_argos(
             "type": "translate",
             "links": [],
         }
+        prefix = getattr(tokenizer, "target_prefix", "")
+        if prefix:  # an imported package's: the token every translation starts with
+            metadata["target_prefix"] = prefix
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
         split = (
             "It carries a spaCy pipeline (spacy/): with ARGOS_CHUNK_TYPE=SPACY, Argos Translate "

@@ -10,7 +10,7 @@ import json
 import warnings
 from pathlib import Path
 
-from aiayn.config import RunConfig
+from aiayn.config import FINE_TUNE_KEYS, RunConfig
 from aiayn.errors import UserError
 from aiayn.fileio import read_json_object
 from aiayn.modeldir.tokenizer_files import remove_tokenizer, tokenizer_file
@@ -126,16 +126,8 @@ def init_from(model, model_config, directory: Path) -> list[str]:
     from aiayn.modeldir import load_model_dir
 
     source = load_model_dir(directory)
-    free = {
-        "n_classes",
-        "pooling",
-        "pooler",
-        "dropout",
-        "attention_dropout",
-        "embedding_dropout",
-    }
     mine, theirs = model_config.to_dict(), source.config.to_dict()
-    diff = sorted(k for k, v in mine.items() if theirs[k] != v and k not in free)
+    diff = sorted(k for k, v in mine.items() if theirs[k] != v and k not in FINE_TUNE_KEYS)
     if diff:
         raise ValueError(
             f"train.init_from={directory}: its model config differs from this run's in "

@@ -6,8 +6,12 @@ in a cache checked before each use; the engine decodes with it and answers as
 ``aiayn.infer.translate.search`` does. Three rooms, importing one way (engine -> cache ->
 conversion):
 
-* ``conversion``: the conversion (``convert``) and the ``export --format ctranslate2`` writer
-  (``export_ctranslate2``, ``sentencepiece_files``);
+* ``conversion``: the conversion through transformers' Marian (``convert``,
+  ``sentencepiece_files``);
+* ``writer``: an imported CTranslate2 model or Argos Translate package, fine-tuned or not,
+  written back as a TransformerSpec in the layout it came in (``write_spec``);
+* ``exports``: ``export --format ctranslate2`` (``export_ctranslate2``) and the model of an
+  Argos Translate package, by one or the other;
 * ``cache``: where conversions are kept (beside the model, ``cache_dir``, ``$AIAYN_CACHE_DIR``
   or the user's cache), what names one (``conversion_inputs``, ``cache_key``), its stamp, and
   checking and repairing it under a lock (``cached_model``, ``damage``);
@@ -28,10 +32,10 @@ from aiayn.interop.ctranslate2.conversion import (
     STAMP,
     CannotRunHere,
     convert,
-    export_ctranslate2,
     sentencepiece_files,
 )
 from aiayn.interop.ctranslate2.engine import CTranslate2Engine
+from aiayn.interop.ctranslate2.exports import export_ctranslate2
 
 __all__ = [
     "CACHE_DIR",

@@ -1,13 +1,13 @@
-"""Converting an aiayn encoder-decoder into a CTranslate2 model (Klein et al. 2020), and the
-``export --format ctranslate2`` writer.
+"""Converting an aiayn encoder-decoder into a CTranslate2 model (Klein et al. 2020) through
+transformers' Marian.
 
 ``convert`` exports the model directory as a Marian directory (``aiayn.interop.hf.export_hf``)
 with a position table of ``max_len + EXTRA_POSITIONS``, has CTranslate2's own converter
 (``ctranslate2.converters.TransformersConverter``) convert it, and stamps the result with what
-it was made from (``STAMP``). ``export_ctranslate2`` writes a converted model beside the
-sentencepiece model(s) that cut text into its tokens (``sentencepiece_files``, which Argos
-Translate packages carry too). The cache of conversions the engine decodes with is ``cache``'s;
-this module knows nothing of it.
+it was made from (``STAMP``). ``sentencepiece_files`` gives the sentencepiece model(s) that
+cut text into its tokens, which ``export --format ctranslate2`` (``exports``) writes beside
+it and Argos Translate packages carry too. The cache of conversions the engine decodes with
+is ``cache``'s; this module knows nothing of it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import warnings
 from pathlib import Path
 
 from aiayn.errors import UserError, debugging
-from aiayn.fileio import replace_directory
 from aiayn.modeldir import ModelDir
 
 INSTALL = "pip install 'aiayn[ctranslate2]'"
@@ -145,25 +144,3 @@ def sentencepiece_files(tokenizer) -> dict[str, bytes]:
             "CTranslate2 and Argos Translate packages carry sentencepiece models"
         )
     return {"sentencepiece.model": proto}
-
-
-def export_ctranslate2(
-    model_dir: ModelDir | Path, out: Path, quantization: str | None = None, force: bool = False
-) -> dict:
-    """Write ``model_dir`` as a CTranslate2 model directory ``out`` (replaced whole, with
-    ``force``: ``aiayn.fileio.replace_directory``): the converted model, which appends eos
-    to each source itself (``add_source_eos``), and the sentencepiece model(s) that cut text
-    into its tokens::
-
-        sp = sentencepiece.SentencePieceProcessor(model_file=f"{out}/sentencepiece.model")
-        translator = ctranslate2.Translator(out)
-        result = translator.translate_batch([sp.encode(text, out_type=str)])
-        sp.decode(result[0].hypotheses[0])
-    """
-    directory, out = ModelDir.open(model_dir), Path(out)
-    files = sentencepiece_files(directory.tokenizer())
-    with replace_directory(out, force, keep=[directory.path]) as new:
-        record = convert(directory, new, quantization, add_source_eos=True)
-        for name, data in files.items():
-            (new / name).write_bytes(data)
-    return {"format": "ctranslate2", "out": str(out), **record, "tokenizer": sorted(files)}
