@@ -9,7 +9,7 @@ API object, as the command line does; nothing here tokenizes or decodes on its o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,8 +102,24 @@ def _foreign(spec: ModelSpec):
     return model
 
 
+class ModelKind:
+    """What a model's ``family`` and ``labels`` make it: a translator (encoder-decoder), a
+    classifier (encoder-only with class names)."""
+
+    family: str
+    labels: Sequence[str] | None
+
+    @property
+    def is_translator(self) -> bool:
+        return self.family == "encoder-decoder"
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.family == "encoder-only" and bool(self.labels)
+
+
 @dataclass(frozen=True)
-class ModelFacts:
+class ModelFacts(ModelKind):
     """What a served model's directory says before its weights load: enough to list it, to
     route requests to it by name or by language pair, and to check the server's glossary
     for it (``model_facts``)."""
@@ -116,14 +132,6 @@ class ModelFacts:
     quantization: str | None  # as it will load: --quantize's, or the directory's own
     created: int  # when the weights were written (Unix time), OpenAI's "created"
     language_names: Mapping[str, str] = field(default_factory=dict)  # a package's metadata's
-
-    @property
-    def is_translator(self) -> bool:
-        return self.family == "encoder-decoder"
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.family == "encoder-only" and bool(self.labels)
 
 
 def model_facts(spec: ModelSpec) -> ModelFacts:
@@ -209,7 +217,7 @@ def _opened(spec: ModelSpec) -> list[ModelDir]:
     return directories
 
 
-class ServedModel:
+class ServedModel(ModelKind):
     """An API object (``api``: a Translator, Generator, Classifier or Encoder) with what the
     endpoints need to know about it: its name, languages and labels."""
 
@@ -267,14 +275,6 @@ class ServedModel:
         # an Argos Translate package's own sentence splitter (None: aiayn's splitting)
         self.split_sentences = getattr(self.api, "split_sentences", None)
         self.package = isinstance(self.api, PackageTranslator)
-
-    @property
-    def is_translator(self) -> bool:
-        return self.family == "encoder-decoder"
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.family == "encoder-only" and bool(self.labels)
 
     @property
     def max_text_tokens(self) -> int:
