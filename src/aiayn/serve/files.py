@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from aiayn import documents
-from aiayn.serve.access import FORM_LIMITS, Guarded
+from aiayn.serve.access import Guarded
 from aiayn.serve.config import ServeConfig
 from aiayn.serve.detect import detect, ranked
 from aiayn.serve.errors import ServeError
@@ -39,6 +39,7 @@ from aiayn.serve.languages import same_language, served_languages, translators
 from aiayn.serve.models import ServedModel
 from aiayn.serve.pairs import Route, check_glossary_route, pick_route
 from aiayn.serve.registry import Registry
+from aiayn.serve.request_fields import FORM_LIMITS
 from aiayn.serve.routes import Models
 from aiayn.serve.schemas import Glossary
 from aiayn.serve.terminology import terms_for, terms_key
