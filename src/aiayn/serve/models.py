@@ -16,7 +16,7 @@ from pathlib import Path
 import aiayn
 from aiayn.api import Classifier, Generator, Translation, Translator
 from aiayn.api.device import placement
-from aiayn.api.engine import ENGINES
+from aiayn.api.engine import check_engine_name
 from aiayn.api.generator import CompletionText
 from aiayn.api.load import check_engine, foreign, kind, load_foreign
 from aiayn.api.package import PackageTranslator
@@ -85,8 +85,7 @@ def _foreign(spec: ModelSpec):
             "saved in (int8 where they are); --quantize applies with --engine torch (aiayn's "
             "import of it)"
         )
-    if spec.engine not in ENGINES:
-        raise ValueError(f"engine {spec.engine!r}: choose one of {', '.join(ENGINES)}")
+    check_engine_name(spec.engine)
     placement(spec.device, "float32", engine="ctranslate2" if spec.engine != "torch" else "torch")
     languages = tuple(spec.languages) if spec.languages is not None else None
     model = open_foreign(spec.path, spec.cache_dir, languages)
