@@ -56,15 +56,7 @@ def packages(argos_packages, tmp_path_factory):  # noqa: F811
 
 
 def ours(package, **options) -> ArgosTokenizer:
-    return ArgosTokenizer.from_files(
-        package.tokenizer,
-        package.tokenizer_model,
-        package.model_dir,
-        package.source,
-        package.target,
-        package.target_prefix,
-        **options,
-    )
+    return package_tokenizer(package, **options)
 
 
 def theirs(package):

@@ -27,6 +27,12 @@ from aiayn.errors import UserError
 ENGINES = ("auto", "torch", "ctranslate2")
 
 
+def check_engine_name(engine: str) -> None:
+    """``engine`` is one of ``ENGINES``: a ``UserError`` naming them otherwise."""
+    if engine not in ENGINES:
+        raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+
+
 def ctranslate2_installed() -> bool:
     """CTranslate2 and the converter's reader (transformers) are importable."""
     return all(

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from aiayn.api.encoder import Classifier, Encoder
-from aiayn.api.engine import ENGINES, resolve_engine
+from aiayn.api.engine import check_engine_name, resolve_engine
 from aiayn.api.generator import Generator
 from aiayn.api.translator import Translator
 from aiayn.config import ModelConfig
@@ -161,8 +161,7 @@ def load_foreign(
     from aiayn.api.package import PackageTranslator
     from aiayn.interop.foreign import open_foreign
 
-    if engine not in ENGINES:
-        raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    check_engine_name(engine)
     if engine == "auto":  # CTranslate2 alone (nothing is converted: no converter needed)
         installed = importlib.util.find_spec("ctranslate2") is not None
         engine = "ctranslate2" if installed else "torch"
@@ -184,8 +183,7 @@ def load_foreign(
 
 def check_engine(engine: str, config: ModelConfig, path: str | Path) -> None:
     """``engine`` is one of ``ENGINES``, and one the model's family decodes with."""
-    if engine not in ENGINES:
-        raise UserError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    check_engine_name(engine)
     if engine == "ctranslate2" and config.family != "encoder-decoder":
         raise UserError(
             f"{path} holds a model of the {kind(config)} family; the {engine} engine translates "

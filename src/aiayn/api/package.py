@@ -37,10 +37,10 @@ from pathlib import Path
 import torch
 
 from aiayn.api.options import check_translate, decoded_sampling
+from aiayn.api.preparation import prefix_list, text_list
 from aiayn.api.results import Hypothesis, Translation
 from aiayn.api.terms import GlossaryLike, glossary_terms, text_constraints
-from aiayn.api.translator import Translator, text_list
-from aiayn.errors import OptionError
+from aiayn.api.translator import Translator
 from aiayn.infer.sampling import Sampling
 from aiayn.interop.ctranslate2.direct import (
     ARGOS_BEAM,
@@ -243,13 +243,7 @@ class PackageTranslator(Translator):
         check_translate(beam, lenpen, offset, nbest, early_stop, sampling)
         sampling = decoded_sampling(sampling)
         texts = text_list(texts)
-        prefixes = None if prefix is None else text_list(prefix, "prefix")
-        if prefixes is not None and len(prefixes) != len(texts):
-            raise OptionError(
-                f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text "
-                "('' for none)",
-                "prefix",
-            )
+        prefixes = prefix_list(prefix, texts)
         wanted = text_constraints(
             texts, glossary_terms(glossary, self.languages), constraints, keep
         )

@@ -32,6 +32,20 @@ def text_list(texts, name: str = "texts") -> list[str]:
     return list(texts)
 
 
+def prefix_list(prefix: Sequence[str] | None, texts: list[str]) -> list[str] | None:
+    """``prefix`` as a list of strings, one per text ('' for none), or None when unset."""
+    if prefix is None:
+        return None
+    prefixes = text_list(prefix, "prefix")
+    if len(prefixes) != len(texts):
+        raise OptionError(
+            f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text "
+            "('' for none)",
+            "prefix",
+        )
+    return prefixes
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A translate request's texts as the search reads them. ``sources``: the texts composed
@@ -61,13 +75,7 @@ def prepare(
     (source, target) choose a glossary's pair. A term a text's prefix holds is met (not
     placed again after it)."""
     texts = text_list(texts)
-    prefixes = None if prefix is None else text_list(prefix, "prefix")
-    if prefixes is not None and len(prefixes) != len(texts):
-        raise OptionError(
-            f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text "
-            "('' for none)",
-            "prefix",
-        )
+    prefixes = prefix_list(prefix, texts)
     wanted = text_constraints(texts, glossary_terms(glossary, languages), constraints, keep)
     if wanted is not None and prefixes is not None:
         wanted = less_prefix(wanted, prefixes)  # a term the prefix holds is met

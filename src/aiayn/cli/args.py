@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from aiayn.api.device import DTYPES, Placement, placement
-from aiayn.api.load import ENGINES
+from aiayn.api.engine import ENGINES
 from aiayn.errors import UserError, decode_utf8
 from aiayn.fileio import check_replaceable
 

@@ -41,6 +41,7 @@ from aiayn.data.tokenizer import (
     UNK,
     _not_text,
     characters_read_as_unk,
+    sentencepiece_processor,
 )
 from aiayn.data.vocab_map import VocabMap
 from aiayn.errors import UserError
@@ -203,23 +204,12 @@ def _first_index(vocab: list[str], token: str) -> int | None:
 # -- the two ways of cutting text --------------------------------------------------------------
 
 
-def _sentencepiece(proto: bytes):
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor()
-    try:
-        sp.load_from_serialized_proto(proto)
-    except RuntimeError as e:
-        raise ValueError(f"not a sentencepiece model ({e})") from None
-    return sp
-
-
 class _SentencePiece:
     """One sentencepiece model, or a source and a target one (OPUS-MT's)."""
 
     def __init__(self, proto: bytes, target_proto: bytes | None = None) -> None:
-        self.sp = _sentencepiece(proto)
-        self.tp = self.sp if target_proto is None else _sentencepiece(target_proto)
+        self.sp = sentencepiece_processor(proto)
+        self.tp = self.sp if target_proto is None else sentencepiece_processor(target_proto)
 
     def source(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)

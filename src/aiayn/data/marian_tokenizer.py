@@ -13,20 +13,19 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from aiayn.data.tokenizer import BOS, EOS, MASK, PAD, UNK, characters_read_as_unk
+from aiayn.data.tokenizer import (
+    BOS,
+    EOS,
+    MASK,
+    PAD,
+    UNK,
+    characters_read_as_unk,
+    sentencepiece_processor,
+)
 from aiayn.data.vocab_map import VocabMap
 from aiayn.fileio import atomic_write, write_json
 
 SOURCE_SPM, TARGET_SPM, VOCAB_JSON = "source.spm", "target.spm", "vocab.json"
-
-
-def _processor(proto: bytes, where: str) -> spm.SentencePieceProcessor:
-    sp = spm.SentencePieceProcessor()
-    try:
-        sp.load_from_serialized_proto(proto)
-    except RuntimeError as e:
-        raise ValueError(f"{where}: not a sentencepiece model ({e})") from None
-    return sp
 
 
 class MarianTokenizer:
@@ -38,7 +37,10 @@ class MarianTokenizer:
         self, source: bytes, target: bytes, vocab: dict[str, int], vocab_map: VocabMap
     ) -> None:
         self.source_proto, self.target_proto = source, target
-        self.source, self.target = _processor(source, SOURCE_SPM), _processor(target, TARGET_SPM)
+        self.source, self.target = (
+            sentencepiece_processor(source, SOURCE_SPM),
+            sentencepiece_processor(target, TARGET_SPM),
+        )
         self.vocab = dict(vocab)
         self.pieces_of = {i: p for p, i in self.vocab.items()}
         self.vocab_map = vocab_map

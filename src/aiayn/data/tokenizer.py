@@ -23,6 +23,18 @@ MASK_PIECE = "<mask>"
 TOKENIZER_FILE = "tokenizer.model"
 
 
+def sentencepiece_processor(proto: bytes, where: str = "") -> spm.SentencePieceProcessor:
+    """The sentencepiece model serialized in ``proto``; a ``ValueError`` (naming ``where``,
+    when given) for bytes that are not one."""
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.load_from_serialized_proto(proto)
+    except RuntimeError as e:
+        named = f"{where}: " if where else ""
+        raise ValueError(f"{named}not a sentencepiece model ({e})") from None
+    return sp
+
+
 class Tokenizer:
     """A sentencepiece BPE model with aiayn's special ids."""
 

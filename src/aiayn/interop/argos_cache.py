@@ -22,8 +22,6 @@ leave one entry and a reader never sees half of one.
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -35,7 +33,13 @@ from pathlib import Path
 from aiayn.errors import UserError, note
 from aiayn.fileio import file_sha256, fsync_directory, write_json
 from aiayn.interop.argos_package import ArgosPackage, read_package
-from aiayn.interop.ctranslate2.cache import CACHE_ENV, damage, file_digests
+from aiayn.interop.ctranslate2.cache import (
+    CACHE_ENV,
+    damage,
+    file_digests,
+    inputs_digest,
+    user_cache_dir,
+)
 from aiayn.interop.ctranslate2.conversion import STAMP
 
 IMPORT_FORMAT = 1  # the import's format: an import of another is made anew
@@ -50,12 +54,8 @@ def cache_root(cache_dir: Path | str | None = None) -> Path:
     elif os.environ.get(CACHE_ENV):
         base = Path(os.environ[CACHE_ENV])
     else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aiayn"
+        base = user_cache_dir()
     return base / CACHE_FOLDER
-
-
-def _digest(data: dict) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cached_entry(
@@ -143,4 +143,6 @@ def imported_model(
     (called ``name``) into, imported once and kept in the cache (see the module)."""
     inputs = source_inputs(Path(source_dir), name)
     root = cache_root(cache_dir) / "imports"
-    return cached_entry(root, _digest(inputs), inputs, make, f"aiayn model imported from {name}")
+    return cached_entry(
+        root, inputs_digest(inputs), inputs, make, f"aiayn model imported from {name}"
+    )

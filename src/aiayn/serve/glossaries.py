@@ -219,6 +219,15 @@ class GlossaryStore:
             ).rowcount
         return changed == 1
 
+    def _owns(self, owner: str, glossary: str) -> bool:
+        """Whether ``owner`` has ``glossary`` (under the lock)."""
+        return (
+            self._db.execute(
+                "SELECT 1 FROM glossaries WHERE id = ? AND owner = ?", (glossary, owner)
+            ).fetchone()
+            is not None
+        )
+
     def put(
         self, owner: str, glossary: str, source: str, target: str, entries: Entries, merge: bool
     ) -> bool:
@@ -226,10 +235,7 @@ class GlossaryStore:
         entries it has, each source term's target replaced or added); False if the owner has
         no such glossary."""
         with self._lock, self._db:
-            mine = self._db.execute(
-                "SELECT 1 FROM glossaries WHERE id = ? AND owner = ?", (glossary, owner)
-            ).fetchone()
-            if mine is None:
+            if not self._owns(owner, glossary):
                 return False
             if merge:
                 row = self._db.execute(
@@ -257,10 +263,7 @@ class GlossaryStore:
 
     def delete_dictionary(self, owner: str, glossary: str, source: str, target: str) -> bool:
         with self._lock, self._db:
-            mine = self._db.execute(
-                "SELECT 1 FROM glossaries WHERE id = ? AND owner = ?", (glossary, owner)
-            ).fetchone()
-            if mine is None:
+            if not self._owns(owner, glossary):
                 return False
             changed = self._db.execute(
                 "DELETE FROM dictionaries WHERE glossary = ? AND source = ? AND target = ?",

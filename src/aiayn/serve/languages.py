@@ -10,10 +10,11 @@ from starlette.concurrency import run_in_threadpool
 
 from aiayn.serve.access import Caller
 from aiayn.serve.detect import detect
+from aiayn.serve.entry import Entry
 from aiayn.serve.errors import ServeError
 from aiayn.serve.inputs import LANGUAGE_NAMES, texts_of
 from aiayn.serve.pairs import Route, pick_route
-from aiayn.serve.registry import Entry, Registry
+from aiayn.serve.registry import Registry
 
 
 def translators(registry: Registry) -> list[Entry]:

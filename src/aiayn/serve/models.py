@@ -9,14 +9,14 @@ API object, as the command line does; nothing here tokenizes or decodes on its o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiayn
 from aiayn.api import Classifier, Generator, Translation, Translator
 from aiayn.api.device import placement
-from aiayn.api.engine import ENGINES
+from aiayn.api.engine import check_engine_name
 from aiayn.api.generator import CompletionText
 from aiayn.api.load import check_engine, foreign, kind, load_foreign
 from aiayn.api.package import PackageTranslator
@@ -85,8 +85,7 @@ def _foreign(spec: ModelSpec):
             "saved in (int8 where they are); --quantize applies with --engine torch (aiayn's "
             "import of it)"
         )
-    if spec.engine not in ENGINES:
-        raise ValueError(f"engine {spec.engine!r}: choose one of {', '.join(ENGINES)}")
+    check_engine_name(spec.engine)
     placement(spec.device, "float32", engine="ctranslate2" if spec.engine != "torch" else "torch")
     languages = tuple(spec.languages) if spec.languages is not None else None
     model = open_foreign(spec.path, spec.cache_dir, languages)
@@ -102,8 +101,24 @@ def _foreign(spec: ModelSpec):
     return model
 
 
+class ModelKind:
+    """What a model's ``family`` and ``labels`` make it: a translator (encoder-decoder), a
+    classifier (encoder-only with class names)."""
+
+    family: str
+    labels: Sequence[str] | None
+
+    @property
+    def is_translator(self) -> bool:
+        return self.family == "encoder-decoder"
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.family == "encoder-only" and bool(self.labels)
+
+
 @dataclass(frozen=True)
-class ModelFacts:
+class ModelFacts(ModelKind):
     """What a served model's directory says before its weights load: enough to list it, to
     route requests to it by name or by language pair, and to check the server's glossary
     for it (``model_facts``)."""
@@ -116,14 +131,6 @@ class ModelFacts:
     quantization: str | None  # as it will load: --quantize's, or the directory's own
     created: int  # when the weights were written (Unix time), OpenAI's "created"
     language_names: Mapping[str, str] = field(default_factory=dict)  # a package's metadata's
-
-    @property
-    def is_translator(self) -> bool:
-        return self.family == "encoder-decoder"
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.family == "encoder-only" and bool(self.labels)
 
 
 def model_facts(spec: ModelSpec) -> ModelFacts:
@@ -209,7 +216,7 @@ def _opened(spec: ModelSpec) -> list[ModelDir]:
     return directories
 
 
-class ServedModel:
+class ServedModel(ModelKind):
     """An API object (``api``: a Translator, Generator, Classifier or Encoder) with what the
     endpoints need to know about it: its name, languages and labels."""
 
@@ -267,14 +274,6 @@ class ServedModel:
         # an Argos Translate package's own sentence splitter (None: aiayn's splitting)
         self.split_sentences = getattr(self.api, "split_sentences", None)
         self.package = isinstance(self.api, PackageTranslator)
-
-    @property
-    def is_translator(self) -> bool:
-        return self.family == "encoder-decoder"
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.family == "encoder-only" and bool(self.labels)
 
     @property
     def max_text_tokens(self) -> int:

@@ -32,7 +32,7 @@ import aiayn
 from aiayn.serve.access import AccessConfig
 from aiayn.serve.config import FrontendConfig, ServeConfig
 from aiayn.serve.errors import LIBRETRANSLATE_PATHS, is_deepl
-from aiayn.serve.files import STORED
+from aiayn.serve.file_store import STORED
 from aiayn.serve.registry import DECODER, ENCODER, TRANSLATOR
 
 

@@ -1,4 +1,4 @@
-"""The served models, their batching queues and the server's metrics.
+"""The served models and their batching queues (their metrics: ``aiayn.serve.metrics``).
 
 Every model directory is checked at start (its config, tokenizer, languages: what routes
 requests), without its weights; a model loads when a request first needs it, off the event
@@ -19,160 +19,24 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from aiayn.serve.access import require_admitted
 from aiayn.serve.batching import BatchQueue, Job, QueueClosed, QueueFull
 from aiayn.serve.config import ServeConfig
+from aiayn.serve.entry import Entry
 from aiayn.serve.errors import ServeError
-from aiayn.serve.models import ModelFacts, ModelSpec, ServedModel, model_facts
+from aiayn.serve.metrics import Metrics
+from aiayn.serve.models import ModelSpec, ServedModel, model_facts
 from aiayn.serve.pairs import Pairs
 from aiayn.serve.redact import without_paths
 
 log = logging.getLogger("aiayn.serve")
 
 TRANSLATOR, ENCODER, DECODER = "encoder-decoder", "encoder-only", "decoder-only"
-# batch sizes: one bucket per size up to 16 (a bench reads the sizes back), then coarser
-BATCH_BUCKETS = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 96, 128, 192, 256)
-
-
-class Metrics:
-    """Request counts and latencies, batch sizes and queue depths (Prometheus text format)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "aiayn_requests",
-            "HTTP requests by route and status",
-            ["route", "status"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "aiayn_request_duration_seconds",
-            "HTTP request latency by route",
-            ["route"],
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=self.registry,
-        )
-        self.batch_size = Histogram(
-            "aiayn_batch_texts",
-            "texts per batched model call",
-            ["model"],
-            buckets=BATCH_BUCKETS,
-            registry=self.registry,
-        )
-        self.batch_seconds = Histogram(
-            "aiayn_batch_duration_seconds",
-            "time of one batched model call",
-            ["model"],
-            registry=self.registry,
-        )
-        self.completions = Counter(
-            "aiayn_completions",
-            "completions by finish reason (cancelled: the client went away)",
-            ["model", "finish_reason"],
-            registry=self.registry,
-        )
-        self.completion_tokens = Counter(
-            "aiayn_completion_tokens", "tokens generated", ["model"], registry=self.registry
-        )
-        self.queue_depth = Gauge(
-            "aiayn_queue_depth", "requests waiting per model", ["model"], registry=self.registry
-        )
-        self.loads = Counter(
-            "aiayn_model_loads", "times a model was loaded", ["model"], registry=self.registry
-        )
-        self.load_seconds = Gauge(
-            "aiayn_model_load_seconds",
-            "how long a model's last load took (what the request that needed it waited)",
-            ["model"],
-            registry=self.registry,
-        )
-        self.unloads = Counter(
-            "aiayn_model_unloads",
-            "times a model was unloaded (the least recently used, past --max-loaded)",
-            ["model"],
-            registry=self.registry,
-        )
-        self.loaded = Gauge("aiayn_models_loaded", "models loaded now", registry=self.registry)
-
-    def completed(self, model: str, tokens: int, reason: str) -> None:
-        self.completions.labels(model, reason).inc()
-        self.completion_tokens.labels(model).inc(tokens)
-
-
-class Entry:
-    """One served model: its spec and what its directory says (read at start), and, while
-    it is loaded, its API object (``model``) and batching queue. ``users``: requests holding
-    it (or waiting for its load); a model with users is never unloaded."""
-
-    def __init__(self, spec: ModelSpec) -> None:
-        self.spec, self.name = spec, spec.name
-        self.facts: ModelFacts | None = None
-        self.model: ServedModel | None = None
-        self.queue: BatchQueue | None = None
-        self.users = 0
-        self.last_used = 0.0
-        self.loading: Future | None = None
-        self.loads = 0
-        self.load_seconds: float | None = None
-
-    # what the routes read of a model, loaded or not
-    @property
-    def family(self) -> str:
-        return self.facts.family
-
-    @property
-    def languages(self) -> tuple[str, ...] | None:
-        return self.facts.languages
-
-    @property
-    def labels(self) -> list[str] | None:
-        return None if self.facts.labels is None else list(self.facts.labels)
-
-    @property
-    def is_translator(self) -> bool:
-        return self.facts.is_translator
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.facts.is_classifier
-
-    def describe(self) -> dict:
-        """``/v1/models``' entry: the loaded model's description, or what its directory says
-        (``parameters``, ``engine`` and ``engines`` null until it loads), with ``loaded``,
-        ``loads`` (times loaded) and ``load_seconds`` (the last load's time)."""
-        status = {"loaded": self.model is not None, "loads": self.loads}
-        status["load_seconds"] = None if self.load_seconds is None else round(self.load_seconds, 3)
-        if self.model is not None:
-            return {**self.model.describe(), **status}
-        spec, facts = self.spec, self.facts
-        return {
-            "id": self.name,
-            "object": "model",
-            "created": facts.created,
-            "owned_by": "aiayn",
-            "family": facts.family,
-            "parameters": None,
-            "vocab_size": facts.vocab_size,
-            "max_len": facts.max_len,
-            "languages": list(facts.languages) if facts.languages else None,
-            "labels": self.labels,
-            "quantization": facts.quantization,
-            "engine": None,
-            "engines": None,
-            "device": spec.device,
-            "dtype": spec.dtype,
-            "path": str(spec.path),
-            "ensemble": [str(p) for p in (spec.path, *spec.members)] if spec.members else None,
-            **status,
-        }
-
 
 # the models the request being answered holds (``Registry.pick``), released as it ends
 _held: ContextVar[list | None] = ContextVar("aiayn_held_models", default=None)

@@ -33,11 +33,22 @@ CACHE_ENV = "AIAYN_CACHE_DIR"  # where conversions are cached, when no cache_dir
 CONVERSION = 2  # the conversion's format: a cached conversion of another is converted anew
 
 
+def inputs_digest(inputs: dict) -> str:
+    """16 hex digits of the SHA-256 of ``inputs`` (what a cache entry is made from) as
+    sorted JSON: the stem of the entry's name."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def user_cache_dir() -> Path:
+    """The user's cache directory for aiayn: ``$XDG_CACHE_HOME/aiayn``, by default
+    ``~/.cache/aiayn``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aiayn"
+
+
 def cache_key(inputs: dict) -> str:
     """The cache entry's name: a digest of what the conversion is made from (``inputs``),
     then its quantization."""
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-    return f"{digest[:16]}-{inputs['quantization'] or 'float32'}"
+    return f"{inputs_digest(inputs)}-{inputs['quantization'] or 'float32'}"
 
 
 def conversion_inputs(model_dir: ModelDir | Path, quantization: str | None) -> dict:
@@ -68,8 +79,7 @@ def cache_root(model_dir: Path, cache_dir: Path | str | None = None) -> tuple[Pa
         or os.access(model_dir, os.W_OK | os.X_OK)
     ):
         return own, True
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "aiayn" / "ctranslate2", False
+    return user_cache_dir() / "ctranslate2", False
 
 
 def cached_model(

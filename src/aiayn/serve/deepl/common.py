@@ -11,12 +11,14 @@ from contextlib import asynccontextmanager
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from aiayn.serve.access import FORM_LIMITS, Caller, log
+from aiayn.serve.access import Caller, log
+from aiayn.serve.entry import Entry
 from aiayn.serve.errors import ServeError, is_form
 from aiayn.serve.inputs import LANGUAGE_NAMES
 from aiayn.serve.keys import KeyStoreUnavailable
 from aiayn.serve.languages import translators
-from aiayn.serve.registry import Entry, Registry
+from aiayn.serve.registry import Registry
+from aiayn.serve.request_fields import FORM_LIMITS
 
 # DeepL's target codes for a language it tells apart by region (its names for them)
 VARIANTS = {

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from aiayn import documents
-from aiayn.serve.access import FORM_LIMITS, Caller, Guarded, log
+from aiayn.serve.access import Caller, Guarded, log
 from aiayn.serve.deepl.common import (
     charge,
     check_formality,
@@ -38,6 +38,7 @@ from aiayn.serve.files import (
     translated_name,
 )
 from aiayn.serve.inputs import form_or_json
+from aiayn.serve.request_fields import FORM_LIMITS
 from aiayn.serve.routes import Models
 from aiayn.serve.terminology import terms_for
 

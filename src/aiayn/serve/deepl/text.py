@@ -31,11 +31,12 @@ from aiayn.serve.deepl.common import (
 )
 from aiayn.serve.deepl.fields import LanguagesRequest, TranslateRequest
 from aiayn.serve.detect import detect
+from aiayn.serve.entry import Entry
 from aiayn.serve.errors import ServeError, validation_message
 from aiayn.serve.inputs import form_or_json, has_words
 from aiayn.serve.keys import KeyStoreUnavailable
 from aiayn.serve.models import ServedModel
-from aiayn.serve.registry import Entry, Registry
+from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.terminology import terms_for, terms_key
 from aiayn.serve.usage import UNLIMITED, period

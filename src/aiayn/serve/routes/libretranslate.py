@@ -17,6 +17,7 @@ from aiayn.serve.access import Caller, Guarded, guard_request
 from aiayn.serve.config import FrontendConfig
 from aiayn.serve.detect import detect as detect_languages
 from aiayn.serve.detect import ranked
+from aiayn.serve.entry import Entry
 from aiayn.serve.errors import PARSED_JSON, ServeError, handled, is_form
 from aiayn.serve.inputs import (
     check_prefix,
@@ -34,7 +35,7 @@ from aiayn.serve.languages import (  # translators: also imported from here
 )
 from aiayn.serve.models import ServedModel
 from aiayn.serve.pairs import Hypotheses, Route, check_glossary_route, pick_route, pivoted
-from aiayn.serve.registry import Entry, Registry
+from aiayn.serve.registry import Registry
 from aiayn.serve.routes import Models
 from aiayn.serve.routes.native import prefixes
 from aiayn.serve.terminology import terms_for, terms_key
