@@ -119,7 +119,8 @@ def export_argos(
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
         split = (
             "It carries a spaCy pipeline (spacy/): with ARGOS_CHUNK_TYPE=SPACY, Argos Translate "
-            "splits sentences with spaCy's rule-based sentencizer and downloads nothing."
+            "splits sentences with spaCy's rule-based sentencizer (Argos Translate 1.11 still "
+            "tries to download xx_sent_ud_sm as it starts; offline it goes on without it)."
             if splitter
             else "It carries no sentence splitter (spaCy was not installed when it was built): "
             "Argos Translate's default splitter downloads one on first use."
