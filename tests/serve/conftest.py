@@ -92,17 +92,22 @@ def pair_dirs(tmp_path_factory):
     return dirs
 
 
-def wait_ready(client, seconds: float = 30.0):
+def wait_ready(client, seconds: float = 600.0):
+    """Wait until the models of ``client``'s app are loaded (its registry's ``ready``; a
+    load that failed fails here at once, with its error), then /health answers 200. The
+    deadline is generous: on a 2-core host under a load of 13, three tiny models took more
+    than 30 s to load, and the first load of a model converts it for CTranslate2."""
+    registry = client.app.state.registry
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        r = client.get("/health")
-        if r.status_code == 200:
-            return r
-        time.sleep(0.02)
-    raise AssertionError(f"server not ready: {r.status_code} {r.text}")
+    while not registry.ready.wait(0.05):
+        assert registry.error is None, f"the models failed to load: {registry.error}"
+        assert time.monotonic() < deadline, f"the models did not load in {seconds:g} s"
+    r = client.get("/health")
+    assert r.status_code == 200, f"server not ready: {r.status_code} {r.text}"
+    return r
 
 
-def wait_process_ready(port: int, proc, seconds: float = 120.0) -> None:
+def wait_process_ready(port: int, proc, seconds: float = 600.0) -> None:
     """Wait until the ``aiayn serve`` process ``proc`` answers /health with 200 on ``port``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -154,12 +159,12 @@ def live_server(app, config=None):
     thread = threading.Thread(target=server.run, name="test-uvicorn")
     thread.start()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # the app's start-up may load models (a loaded host)
         while not server.started:
             assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.02)
         yield server.servers[0].sockets[0].getsockname()[1]
     finally:
         server.should_exit = True
-        thread.join(60)
+        thread.join(600)
         assert not thread.is_alive()

@@ -100,7 +100,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(model_dirs):
         assert rest.rstrip().endswith("data: [DONE]")
         chunks = [json.loads(line[6:]) for line in rest.split("\n") if line.startswith("data: {")]
         assert chunks[-1]["choices"][0]["finish_reason"] == "length"
-        assert proc.wait(60) == 0
+        assert proc.wait(600) == 0
         log = proc.stdout.read()
         assert "Traceback" not in log
         assert "Waiting for connections to close" in log  # the request was still in flight
@@ -135,7 +135,7 @@ def test_access_log_writes_a_line_for_each_request(model_dirs):
             conn.getresponse().read()
             conn.close()
         proc.terminate()
-        assert proc.wait(60) == 0
+        assert proc.wait(600) == 0
         log = proc.stdout.read()
         lines = [line for line in log.splitlines() if "POST /translate" in line]
         assert len(lines) == 4, lines
@@ -169,7 +169,7 @@ def test_a_port_in_use_is_one_line_and_exit_2(model_dirs):
         port = taken.getsockname()[1]
         command = [sys.executable, "-m", "aiayn.cli", "serve", str(model_dirs["translator"])]
         proc = subprocess.run(
-            [*command, "--port", str(port)], env=env, capture_output=True, text=True, timeout=120
+            [*command, "--port", str(port)], env=env, capture_output=True, text=True, timeout=600
         )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -189,12 +189,12 @@ def test_closing_the_registry_waits_for_the_model_being_loaded(model_dirs, monke
 
     def slow_load(spec, **options):  # the first model is still loading when close() is called
         loading.set()
-        registry._closing.wait(10)
+        registry._closing.wait(600)
         return ServedModel(spec, **options)
 
     monkeypatch.setattr(registry_module, "ServedModel", slow_load)
     loader = registry.load_in_background()
-    assert loading.wait(10)
+    assert loading.wait(600)
     registry.close()
     assert not loader.is_alive()
     assert len(registry.models) == 1  # it finished the model being loaded, then stopped
