@@ -65,6 +65,13 @@ READERS = {"minisbd": _minisbd, "stanza": _stanza, "spacy": _spacy}
 LIBRARIES = {"minisbd": "minisbd", "stanza": "stanza", "spacy": "spacy"}
 
 
+def splitter_libraries(package: ArgosPackage) -> tuple[str, ...]:
+    """The modules loading ``package``'s sentence splitter imports (none where it carries
+    none)."""
+    kind = package.sentence_splitter
+    return () if kind is None else (LIBRARIES[kind],)
+
+
 def package_splitter(package: ArgosPackage) -> Splitter | None:
     """The sentence splitter ``package`` carries (see the module), safe to call from several
     threads at once; None where it carries none this machine can run (a warning names what is
