@@ -319,8 +319,8 @@ class Registry:
                 importlib.import_module(library)
             except Exception:  # noqa: BLE001, S112 - the load reports it, with its model's name
                 continue
-        gc.collect()  # what the imports made lives as long as the server (see ``load``)
-        gc.freeze()
+        # not frozen for the collector as ``load`` freezes what it made: a request may be
+        # loading a model now, which a freeze would keep after its unload
 
     # --- loading and unloading (on the loader thread) ------------------------------------
 
