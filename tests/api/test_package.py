@@ -94,6 +94,28 @@ def test_the_package_splitter_cuts_sentences(de_en, marian_package, cache):
     assert aiayn.load(marian_package, cache_dir=cache).split_sentences is None  # aiayn's
 
 
+def test_packages_carrying_the_same_splitter_share_it(de_en, tmp_path):
+    """A pipeline is loaded once for every package whose splitter files are the same (spaCy's
+    takes 0.1-0.3 s), and only while a package uses it."""
+    import gc
+    import weakref
+
+    from aiayn.interop.argos_splitter import package_splitter
+
+    copy = shutil.copytree(de_en.foreign.package.path, tmp_path / "copy")
+    assert package_splitter(read_package(copy)) is de_en.split_sentences
+    meta = copy / "spacy" / "meta.json"
+    meta.write_text(meta.read_text() + "\n")  # other bytes, the same pipeline
+    other = package_splitter(read_package(copy))
+    assert other is not de_en.split_sentences
+    text = "Das ist gut. Wie geht es dir? Gut."
+    assert other(text) == de_en.split_sentences(text)
+    released = weakref.ref(other)
+    del other
+    gc.collect()
+    assert released() is None  # no package uses it: not kept
+
+
 def test_the_cache_is_checked_and_made_again_when_damaged(prenorm_package, cache, de_en):
     assert de_en.imported.path.is_dir()  # made (once) before
     again = aiayn.load(prenorm_package, cache_dir=cache)

@@ -267,3 +267,41 @@ def test_threads_given_alone_keep_one_decoder_and_decoders_take_the_rest(model_d
     finally:
         torch.set_num_threads(threads)
     assert seen == [1, 0, 2]  # 0: the default, resolved for the machine's cores
+
+
+LIBRARIES_SCRIPT = """
+import json, sys
+from pathlib import Path
+from aiayn.serve.config import ServeConfig
+from aiayn.serve.models import ModelSpec
+from aiayn.serve.registry import Registry
+
+def imported():
+    return sorted(m for m in ("ctranslate2", "spacy") if m in sys.modules)
+
+spec = ModelSpec(Path(sys.argv[1]), "de-en", cache_dir=Path(sys.argv[2]))
+registry = Registry([spec], ServeConfig(preload="none"))
+registry.load()
+checked = imported()
+registry.import_libraries()
+print(json.dumps({"checked": checked, "ready": imported(), "loaded": len(registry.models),
+                  "libraries": registry.entries["de-en"].facts.libraries}))
+"""
+
+
+def test_a_package_s_libraries_are_imported_once_the_server_is_ready(prenorm_package, tmp_path):
+    """A package not loaded at start: its libraries (CTranslate2, its spaCy splitter) are
+    imported after the start, before a request loads it (in a fresh process: whether a module
+    was imported is the process's)."""
+    pytest.importorskip("spacy")
+    pytest.importorskip("ctranslate2")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)])}
+    proc = subprocess.run(
+        [sys.executable, "-c", LIBRARIES_SCRIPT, str(prenorm_package), str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["libraries"] == ["ctranslate2", "spacy"]
+    assert result["checked"] == []  # checking the package at start imports neither
+    assert result["ready"] == ["ctranslate2", "spacy"]
+    assert result["loaded"] == 0  # imported, not loaded

@@ -18,9 +18,12 @@ point).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 from aiayn.interop.argos_package import ArgosPackage
 
@@ -63,29 +66,61 @@ def _spacy(package: ArgosPackage) -> Splitter:
 
 READERS = {"minisbd": _minisbd, "stanza": _stanza, "spacy": _spacy}
 LIBRARIES = {"minisbd": "minisbd", "stanza": "stanza", "spacy": "spacy"}
+# the splitters loaded, by (kind, source language, their files' digest): packages carrying the
+# same splitter share one (loading a spaCy pipeline takes 0.1-0.3 s), kept while one is used
+_LOADED: weakref.WeakValueDictionary[tuple[str, str, str], Splitter] = weakref.WeakValueDictionary()
+_LOADED_LOCK = threading.Lock()
+
+
+def _files_digest(folder: Path) -> str:
+    """SHA-256 over every file under ``folder``: its path there and its content."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def splitter_libraries(package: ArgosPackage) -> tuple[str, ...]:
+    """The modules loading ``package``'s sentence splitter imports (none where it carries
+    none)."""
+    kind = package.sentence_splitter
+    return () if kind is None else (LIBRARIES[kind],)
 
 
 def package_splitter(package: ArgosPackage) -> Splitter | None:
     """The sentence splitter ``package`` carries (see the module), safe to call from several
     threads at once; None where it carries none this machine can run (a warning names what is
-    missing)."""
+    missing). Packages whose splitters are the same files (the SHA-256 of each) for the same
+    source language share one, loaded once while any is in use."""
     kind = package.sentence_splitter
     if kind is None:
         return None
+    key = (kind, package.source, _files_digest(package.sentence_splitter_dir))
+    with _LOADED_LOCK:  # one load of a splitter at a time, the first one kept for the others
+        shared = _LOADED.get(key)
+        if shared is None:
+            shared = _loaded_splitter(package, kind)
+            if shared is not None:
+                _LOADED[key] = shared
+        return shared
+
+
+def _loaded_splitter(package: ArgosPackage, kind: str) -> Splitter | None:
     try:
         split = READERS[kind](package)
     except ImportError:
         warnings.warn(
             f"{package.name}: its {kind} sentence splitter needs {LIBRARIES[kind]} (pip install "
             f"{LIBRARIES[kind]}); aiayn's own sentence splitting cuts its texts",
-            stacklevel=2,
+            stacklevel=3,
         )
         return None
     except Exception as e:  # noqa: BLE001 - a splitter's data its library cannot read
         warnings.warn(
             f"{package.name}: its {kind} sentence splitter cannot be loaded ({type(e).__name__}: "
             f"{e}); aiayn's own sentence splitting cuts its texts",
-            stacklevel=2,
+            stacklevel=3,
         )
         return None
     if split is None:

@@ -28,7 +28,7 @@ from aiayn.data.argos_tokenizer import (
 from aiayn.errors import UserError
 from aiayn.interop.argos_cache import extracted_package, imported_model
 from aiayn.interop.argos_package import METADATA, MODEL, ArgosPackage, read_package
-from aiayn.interop.argos_splitter import Splitter, package_splitter
+from aiayn.interop.argos_splitter import Splitter, package_splitter, splitter_libraries
 from aiayn.interop.ctranslate2.importer import SHARED_SPM, SOURCE_SPM, TARGET_SPM
 from aiayn.interop.ctranslate2.reader import MODEL_BIN, read_model_bin
 
@@ -135,6 +135,11 @@ class ForeignModel:
 
             return package_tokenizer(self.package)
         return _ct2_tokenizer(self.model_dir, self.languages)
+
+    @property
+    def libraries(self) -> tuple[str, ...]:
+        """The modules its sentence splitter imports (``argos_splitter.splitter_libraries``)."""
+        return splitter_libraries(self.package) if self.package is not None else ()
 
     def splitter(self) -> Splitter | None:
         """The package's own sentence splitter (``argos_splitter``), or None."""

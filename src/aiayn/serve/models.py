@@ -131,6 +131,9 @@ class ModelFacts(ModelKind):
     quantization: str | None  # as it will load: --quantize's, or the directory's own
     created: int  # when the weights were written (Unix time), OpenAI's "created"
     language_names: Mapping[str, str] = field(default_factory=dict)  # a package's metadata's
+    # the modules its load imports that a server may not have imported yet (CTranslate2, a
+    # package's sentence splitter: spaCy's import alone takes 0.5-2 s)
+    libraries: tuple[str, ...] = ()
 
 
 def model_facts(spec: ModelSpec) -> ModelFacts:
@@ -178,6 +181,7 @@ def _foreign_facts(spec: ModelSpec) -> ModelFacts:
         quantization=spec.quantize if spec.engine == "torch" else ("int8" if int8 else None),
         created=model.created,
         language_names=dict(model.language_names),
+        libraries=("ctranslate2", *model.libraries),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import logging
 import os
 import threading
@@ -151,9 +152,39 @@ class Registry:
         return entries[: self.config.max_loaded] if self.config.max_loaded else entries
 
     def load_in_background(self) -> threading.Thread:
-        self._loader = threading.Thread(target=self.load, name="load-models", daemon=True)
+        """``load`` on a thread of its own, which then imports the libraries the models not
+        loaded yet will need (``import_libraries``)."""
+
+        def run() -> None:
+            self.load()
+            if self.ready.is_set():
+                self.import_libraries()
+
+        self._loader = threading.Thread(target=run, name="load-models", daemon=True)
         self._loader.start()
         return self._loader
+
+    def import_libraries(self) -> None:
+        """Import the modules that loading the models not loaded yet imports (CTranslate2,
+        an Argos Translate package's sentence splitter: spaCy's import alone took 0.5-2 s of
+        a pair's first request), so that the request that loads one need not wait for them
+        (one that comes first waits for the import under way, as it would have imported it).
+        A library that is missing is left for the load to name."""
+        wanted = {
+            library
+            for entry in self.entries.values()
+            if entry.model is None and entry.facts is not None
+            for library in entry.facts.libraries
+        }
+        for library in sorted(wanted):
+            if self._closing.is_set():
+                return
+            try:
+                importlib.import_module(library)
+            except Exception:  # noqa: BLE001, S112 - the load reports it, with its model's name
+                continue
+        # not frozen for the collector as ``load`` freezes what it made: a request may be
+        # loading a model now, which a freeze would keep after its unload
 
     # --- loading and unloading (on the loader thread) ------------------------------------
 
